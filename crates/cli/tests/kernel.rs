@@ -1,0 +1,548 @@
+//! Runs on the real kernel: the acceptance checks of the Hourglass engine.
+//!
+//! Tests that need real-time priority skip with a printed reason when the process is not
+//! root; CI runs as root, so there they run. They are serialised by a lock because they
+//! measure the machine they run on. None of them asserts a speed: they check counts, formats,
+//! the trace's consistency and the run directory.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use assert_cmd::Command;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+static MACHINE: Mutex<()> = Mutex::new(());
+
+fn lock() -> std::sync::MutexGuard<'static, ()> {
+    MACHINE.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn is_root() -> bool {
+    sandglass_sys::process::euid() == 0
+}
+
+/// Skips the calling test unless the process may use real-time priorities.
+macro_rules! require_root {
+    () => {
+        if !is_root() {
+            eprintln!("skipped: needs root for SCHED_FIFO and SCHED_DEADLINE (CI runs as root)");
+            return;
+        }
+    };
+}
+
+struct Run {
+    stdout: String,
+    stderr: String,
+    code: Option<i32>,
+    dir: PathBuf,
+    _tmp: tempfile::TempDir,
+}
+
+fn hourglass(args: &str) -> Run {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    let mut words: Vec<String> = args.split_whitespace().map(String::from).collect();
+    words.push("-o".into());
+    words.push(dir.display().to_string());
+    let out = Command::cargo_bin("sandglass")
+        .unwrap()
+        .arg("hourglass")
+        .args(&words)
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    Run {
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        code: out.status.code(),
+        dir,
+        _tmp: tmp,
+    }
+}
+
+/// `thread N: missed X deadlines, hit Y` lines as (N, X, Y).
+fn deadline_lines(stdout: &str) -> Vec<(usize, u64, u64)> {
+    stdout
+        .lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix("thread ")?;
+            let (n, rest) = rest.split_once(": missed ")?;
+            let (x, rest) = rest.split_once(" deadlines, hit ")?;
+            Some((n.parse().ok()?, x.parse().ok()?, rest.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+struct Row {
+    thread: u16,
+    cpu: u32,
+    start: u64,
+    end: u64,
+}
+
+fn read_trace(dir: &Path) -> Vec<Row> {
+    let text = std::fs::read_to_string(dir.join("trace.csv")).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("thread,cpu,start_ns,end_ns,start_counter,end_counter,end_reason")
+    );
+    lines
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            Row {
+                thread: f[0].parse().unwrap(),
+                cpu: f[1].parse().unwrap(),
+                start: f[2].parse().unwrap(),
+                end: f[3].parse().unwrap(),
+            }
+        })
+        .collect()
+}
+
+fn manifest(dir: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap()
+}
+
+/// Every file listed in the manifest exists with the recorded size and SHA-256.
+fn check_files(dir: &Path) {
+    let m = manifest(dir);
+    assert_eq!(m["schema_version"], 1);
+    for f in m["files"].as_array().unwrap() {
+        let name = f["name"].as_str().unwrap();
+        let data = std::fs::read(dir.join(name)).unwrap();
+        assert_eq!(f["bytes"].as_u64().unwrap(), data.len() as u64, "{name}");
+        assert_eq!(
+            f["sha256"].as_str().unwrap(),
+            sandglass::store::sha256_hex(&data),
+            "{name}"
+        );
+    }
+}
+
+/// Seed 003 §5.3: `-n 1 -d 3s -t 0 -p RTHIGH -w LAT 1ms -i HR` prints at least 2,900 latlate
+/// lines (a self-synchronising 1 ms thread wakes about 3,000 times, less its lateness).
+#[test]
+fn lat_thread_prints_latlate_lines() {
+    require_root!();
+    let _g = lock();
+    let r = hourglass("-n 1 -d 3s -t 0 -p RTHIGH -w LAT 1ms -i HR");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let lines: Vec<f64> = r
+        .stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("latlate: "))
+        .map(|v| v.trim().parse::<f64>().unwrap())
+        .collect();
+    assert!(lines.len() >= 2900, "only {} latlate lines", lines.len());
+    assert!(
+        lines.len() <= 3000,
+        "{} latlate lines in 3 s at 1 ms",
+        lines.len()
+    );
+    assert!(
+        lines.iter().all(|&l| l > -50.0),
+        "a wakeup before its time by more than 50 us"
+    );
+    let lat = std::fs::read_to_string(r.dir.join("latency.csv")).unwrap();
+    assert_eq!(lat.lines().count(), lines.len() + 1);
+    check_files(&r.dir);
+}
+
+/// Seed 003 §5.4's task: 4 ms of CPU in every 5 ms for 2 s is 400 periods, each counted once.
+#[test]
+fn periodic_counts_every_period() {
+    require_root!();
+    let _g = lock();
+    let r = hourglass("-n 1 -d 2s -t 0 -p RTHIGH -w PERIODIC 4ms 5ms -i HR -x");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let d = deadline_lines(&r.stdout);
+    assert_eq!(d.len(), 1, "{}", r.stdout);
+    let (_, missed, hit) = d[0];
+    let total = missed + hit;
+    assert!(
+        (396..=404).contains(&total),
+        "missed {missed} + hit {hit} is not within 1% of 400"
+    );
+    let jobs = std::fs::read_to_string(r.dir.join("jobs.csv")).unwrap();
+    assert_eq!(jobs.lines().count() as u64, total + 1);
+}
+
+/// Seed 003 §5.5: task 0 needs 3 ms every 8 ms, task 1 17 ms every 33 ms, both on HR timers;
+/// over 4 s each thread's deadline count matches its period (500 and 121 periods).
+#[test]
+fn two_task_set_counts_match_periods() {
+    require_root!();
+    let _g = lock();
+    let r = hourglass(
+        "-n 2 -d 4s -t 0 -p RTMED -w PERIODIC 3ms 8ms -i HR -t 1 -p RTLOW -w PERIODIC 17ms 33ms -i HR -x",
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let d = deadline_lines(&r.stdout);
+    assert_eq!(d.len(), 2, "{}", r.stdout);
+    let t0 = d[0].1 + d[0].2;
+    let t1 = d[1].1 + d[1].2;
+    assert!(
+        (495..=500).contains(&t0),
+        "thread 0 counted {t0} periods of 8 ms in 4 s"
+    );
+    assert!(
+        (119..=121).contains(&t1),
+        "thread 1 counted {t1} periods of 33 ms in 4 s"
+    );
+}
+
+/// Seed 003 §3.1's three threads: the written trace has no overlapping records on a CPU and
+/// covers at least 95% of the run on the CPU the busy threads used.
+#[test]
+fn three_thread_trace_is_consistent_and_covers_the_cpu() {
+    let _g = lock();
+    let r = hourglass("-n 3 -d 3s -t 0 -p LOW -t 1 -p NORMAL -t 2 -p HIGH");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let rows = read_trace(&r.dir);
+    assert!(rows.len() > 10, "only {} records", rows.len());
+    let mut by_cpu: BTreeMap<u32, Vec<&Row>> = BTreeMap::new();
+    for row in &rows {
+        assert!(row.end >= row.start);
+        by_cpu.entry(row.cpu).or_default().push(row);
+    }
+    assert_eq!(by_cpu.len(), 1, "the threads share one CPU by default");
+    for (cpu, mut recs) in by_cpu {
+        recs.sort_by_key(|r| r.start);
+        for w in recs.windows(2) {
+            assert!(
+                w[1].start >= w[0].end,
+                "CPU {cpu}: record of thread {} [{}, {}] overlaps thread {} [{}, {}]",
+                w[0].thread,
+                w[0].start,
+                w[0].end,
+                w[1].thread,
+                w[1].start,
+                w[1].end
+            );
+        }
+        let busy: u64 = recs.iter().map(|r| r.end - r.start).sum();
+        let span = recs.last().unwrap().end - recs[0].start;
+        let share = busy as f64 / span as f64;
+        assert!(
+            share >= 0.95,
+            "CPU {cpu}: records cover only {:.1}%",
+            share * 100.0
+        );
+    }
+    // The paper's line format: ID START END DURATION GAP, milliseconds with six decimals.
+    let trace_lines: Vec<&str> = r
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with(|c: char| c.is_ascii_digit()))
+        .collect();
+    assert_eq!(trace_lines.len(), rows.len());
+    for l in trace_lines.iter().take(50) {
+        let f: Vec<&str> = l.split(' ').collect();
+        assert_eq!(f.len(), 5, "{l}");
+        assert!(
+            f[1..]
+                .iter()
+                .all(|x| x.split_once('.').map(|(_, d)| d.len()) == Some(6)),
+            "{l}"
+        );
+    }
+    check_files(&r.dir);
+    assert_eq!(manifest(&r.dir)["state"], "completed");
+}
+
+/// Seed 003 §5.1: ten CPU_YIELD threads on one CPU; the gaps between records of different
+/// threads are context switches, reported with their distribution and median.
+#[test]
+fn yielding_threads_report_context_switches() {
+    let _g = lock();
+    let r = hourglass("-d 2s -n 10 -a -p NORMAL -w CPU_YIELD 0.9ms -x");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(r.stdout.contains("# context switches: "), "{}", r.stdout);
+    let median = r
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("#   median switch gap: "))
+        .expect("median printed");
+    eprintln!("median context-switch gap: {median}");
+    assert!(r.stdout.contains("voluntary"));
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(r.dir.join("summary.json")).unwrap())
+            .unwrap();
+    assert!(summary["switches"]["count"].as_u64().unwrap() > 100);
+    assert!(summary["switches"]["voluntary"].as_u64().unwrap() > 0);
+}
+
+/// Seed 003 §5.6: reservations run as SCHED_DEADLINE; with a little slack every deadline hits.
+#[test]
+fn reservations_run_as_sched_deadline() {
+    require_root!();
+    let _g = lock();
+    let r = hourglass(
+        "-n 2 -d 2s -t 0 -w PERIODIC 3ms 8ms -rh 3.1ms 8ms -t 1 -w PERIODIC 17ms 33ms -rs 17.1ms 33ms -x",
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(
+        r.stdout.contains("SCHED_DEADLINE 3.1 ms/8 ms"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("(soft, reclaiming)"), "{}", r.stdout);
+    let d = deadline_lines(&r.stdout);
+    assert_eq!(d.len(), 2);
+    assert!((248..=250).contains(&(d[0].1 + d[0].2)));
+}
+
+#[test]
+fn admission_failure_names_the_bandwidth() {
+    require_root!();
+    let _g = lock();
+    let cpus = sandglass::system::allowed_cpus().len();
+    let n = cpus + 1;
+    let r = hourglass(&format!(
+        "-n {n} -d 1s -a -w PERIODIC 9ms 10ms -rh 9ms 10ms -x"
+    ));
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("refused the reservation 9 ms/10 ms (90.0% of a CPU"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("per CPU x"), "{}", r.stderr);
+    assert_eq!(manifest(&r.dir)["state"], "failed");
+}
+
+/// Ctrl-C ends the run within a moment and keeps everything measured, marked interrupted.
+#[test]
+fn sigint_stops_cleanly_and_keeps_results() {
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("sandglass"))
+        .args([
+            "hourglass",
+            "-n",
+            "2",
+            "-d",
+            "60s",
+            "-x",
+            "-t",
+            "0",
+            "-w",
+            "CPU",
+            "-t",
+            "1",
+        ])
+        .args(["-w", "PERIODIC", "2ms", "10ms", "-i", "HR", "-o"])
+        .arg(&dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the measurement has started (the manifest exists), then one more second.
+    let t = Instant::now();
+    while !dir.join("manifest.json").exists() && t.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    sandglass_sys::signal::send_to_process(child.id() as i32, sandglass_sys::signal::SIGINT)
+        .unwrap();
+    let sent = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        sent.elapsed() < Duration::from_secs(5),
+        "took {:?} to stop",
+        sent.elapsed()
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let m = manifest(&dir);
+    assert_eq!(m["state"], "interrupted");
+    assert!(m["end_detail"].as_str().unwrap().contains("SIGINT"));
+    assert!(!read_trace(&dir).is_empty());
+    check_files(&dir);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("interrupted"), "{stdout}");
+    assert_eq!(deadline_lines(&stdout).len(), 1, "{stdout}");
+}
+
+/// Without privileges the run still works, at SCHED_OTHER, and says what was downgraded and
+/// how to grant it.
+#[test]
+fn unprivileged_run_downgrades_and_says_how_to_fix_it() {
+    require_root!();
+    let _g = lock();
+    let setpriv = Path::new("/usr/bin/setpriv");
+    if !setpriv.exists() {
+        eprintln!("skipped: setpriv is not installed");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let out_dir = tmp.path().join("out");
+    std::fs::create_dir(&out_dir).unwrap();
+    std::fs::set_permissions(
+        &out_dir,
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        tmp.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let bin = assert_cmd::cargo::cargo_bin("sandglass");
+    let out = std::process::Command::new(setpriv)
+        .args([
+            "--reuid=nobody",
+            "--regid=nogroup",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ])
+        .arg(&bin)
+        .args([
+            "hourglass",
+            "-n",
+            "1",
+            "-d",
+            "500ms",
+            "-t",
+            "0",
+            "-p",
+            "RTHIGH",
+            "-w",
+        ])
+        .args(["LAT", "1ms", "-i", "HR", "-o"])
+        .arg(out_dir.join("run"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.contains("Permission denied") && !out_dir.join("run").exists() {
+        eprintln!("skipped: user nobody cannot reach the test binary here: {stderr}");
+        return;
+    }
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("SCHED_FIFO 95 was refused (EPERM)"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("CAP_SYS_NICE"), "{stderr}");
+    assert!(stderr.contains("memory not locked"), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("SCHED_OTHER nice 0 (RTHIGH)"), "{stdout}");
+}
+
+#[test]
+fn quick_runs_with_no_configuration() {
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = Command::cargo_bin("sandglass")
+        .unwrap()
+        .args(["quick", "-d", "2s"])
+        .env("SANDGLASS_RUNS_DIR", tmp.path())
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("wakeups, lateness"), "{stdout}");
+    assert!(stdout.contains("samples later than"), "{stdout}");
+    assert!(
+        !stdout.contains("latlate:"),
+        "quick prints only the summary"
+    );
+    assert_eq!(
+        std::fs::read_dir(tmp.path()).unwrap().count(),
+        1,
+        "one run directory"
+    );
+}
+
+/// Every command line printed in seed 003 runs as written (with a later `-d 1s`, since the last
+/// `-d` wins) and prints the lines the paper documents for it. The RTC ones need `/dev/rtc`;
+/// where it is missing they must fail with exit code 2 and name HR as the alternative.
+#[test]
+fn paper_command_lines_run_as_written() {
+    require_root!();
+    let _g = lock();
+    let has_rtc = Path::new("/dev/rtc").exists() || Path::new("/dev/rtc0").exists();
+    // (section, command line, what it must print)
+    let cases: [(&str, &str, &str); 10] = [
+        ("3.1", "-n 3 -d 5s -t 0 -p LOW -t 1 -p NORMAL -t 2 -p HIGH", "trace"),
+        ("5.1", "-d 60s -n 10 -a -p NORMAL -w CPU", "trace"),
+        ("5.1", "-d 60s -n 10 -a -p NORMAL -w CPU_YIELD 0.9ms", "trace"),
+        ("5.3", "-d 6m -n 1 -t 0 -p RTHIGH -w LAT 5.3ms -i RTC", "latlate"),
+        ("5.4", "-d 20s -n 1 -t 0 -p RTHIGH -w PERIODIC 4ms 5ms -i RTC", "deadlines"),
+        (
+            "5.5",
+            "-n 2 -t 0 -p RTMED -w PERIODIC 3ms 8ms -i HR -t 1 -p RTLOW -w PERIODIC 17ms 33ms -i NATIVE",
+            "deadlines",
+        ),
+        (
+            "5.5",
+            "-n 2 -t 0 -p RTMED -w PERIODIC 3ms 8ms -i HR -t 1 -p RTLOW -w PERIODIC 17ms 33ms -i HR",
+            "deadlines",
+        ),
+        (
+            "5.5",
+            "-n 2 -t 0 -p RTMED -w PERIODIC 3ms 8ms -i HR -t 1 -p RTLOW -w PERIODIC 12ms 33ms -i NATIVE",
+            "deadlines",
+        ),
+        (
+            "5.6",
+            "-n 2 -t 0 -w PERIODIC 3ms 8ms -rh 3ms 8ms -t 1 -w PERIODIC 17ms 33ms -rh 17ms 33ms",
+            "deadlines",
+        ),
+        (
+            "5.6",
+            "-n 2 -t 0 -w PERIODIC 3ms 8ms -rh 3.1ms 8ms -t 1 -w PERIODIC 17ms 33ms -rh 17.1ms 33ms",
+            "deadlines",
+        ),
+    ];
+    for (section, cmd, expect) in cases {
+        let r = hourglass(&format!("{cmd} -d 1s"));
+        if cmd.contains("-i RTC") && !has_rtc {
+            assert_eq!(r.code, Some(2), "§{section} {cmd}: {}", r.stderr);
+            assert!(r.stderr.contains("use -i HR"), "§{section}: {}", r.stderr);
+            continue;
+        }
+        assert_eq!(r.code, Some(0), "§{section} {cmd}: {}", r.stderr);
+        let n: usize = cmd
+            .split_whitespace()
+            .skip_while(|w| *w != "-n")
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap();
+        match expect {
+            "trace" => {
+                let lines = r
+                    .stdout
+                    .lines()
+                    .filter(|l| l.starts_with(|c: char| c.is_ascii_digit()))
+                    .count();
+                assert!(lines > 0, "§{section}: no trace lines");
+            }
+            "latlate" => assert!(r.stdout.contains("latlate: "), "§{section}"),
+            _ => assert_eq!(
+                deadline_lines(&r.stdout).len(),
+                n,
+                "§{section}: {}",
+                r.stdout
+            ),
+        }
+        assert!(r.stdout.contains("# run directory: "), "§{section}");
+    }
+}

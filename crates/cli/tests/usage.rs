@@ -1,0 +1,159 @@
+//! Bad input gets one clear error line naming what is wrong, exit code 2, and no panic. These
+//! tests need no privilege and measure nothing: every one fails before a run starts.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use assert_cmd::Command;
+
+fn sandglass() -> Command {
+    let mut c = Command::cargo_bin("sandglass").unwrap();
+    // Never leave run directories in the source tree.
+    c.env(
+        "SANDGLASS_RUNS_DIR",
+        std::env::temp_dir().join("sandglass-test-runs"),
+    );
+    c
+}
+
+/// Runs `args`, expects exit code 2 and a single `sandglass: error:` line containing `needle`.
+fn usage_error(args: &str, needle: &str) {
+    let words: Vec<&str> = args.split_whitespace().collect();
+    let out = sandglass().args(&words).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args}: {stderr}");
+    let errors: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("sandglass: error:"))
+        .collect();
+    assert_eq!(
+        errors.len(),
+        1,
+        "{args}: expected one error line, got: {stderr}"
+    );
+    assert!(
+        errors[0].contains(needle),
+        "{args}: {:?} lacks {needle:?}",
+        errors[0]
+    );
+    assert!(!stderr.contains("panicked"), "{args}: {stderr}");
+    assert!(out.stdout.is_empty(), "{args}: printed to stdout");
+}
+
+#[test]
+fn unknown_workload() {
+    usage_error("hourglass -n 1 -t 0 -w SPIN", "unknown workload 'SPIN'");
+}
+
+#[test]
+fn missing_amount() {
+    usage_error(
+        "hourglass -n 1 -t 0 -w PERIODIC 4ms",
+        "-w PERIODIC needs <amount> <period>",
+    );
+    usage_error(
+        "hourglass -n 1 -t 0 -w CPU_YIELD",
+        "-w CPU_YIELD needs <amount>",
+    );
+}
+
+#[test]
+fn bad_time_strings() {
+    usage_error("hourglass -n 1 -d 10", "has no unit");
+    usage_error(
+        "hourglass -n 1 -d 10fortnights",
+        "unknown unit 'fortnights'",
+    );
+    usage_error("hourglass -n 1 -d -1s", "negative");
+    usage_error("hourglass -n 1 -d 99999999999h", "too large");
+    usage_error("hourglass -n 1 -t 0 -w LAT 0.5ns", "finer than 1 ns");
+}
+
+#[test]
+fn thread_index_out_of_range() {
+    usage_error(
+        "hourglass -n 2 -t 5 -p LOW",
+        "-t 5 is out of range: -n 2 creates threads 0 to 1",
+    );
+}
+
+#[test]
+fn zero_threads() {
+    usage_error("hourglass -n 0", "-n 0");
+    usage_error("hourglass -d 1s", "-n is required");
+}
+
+#[test]
+fn reservation_above_its_period() {
+    usage_error(
+        "hourglass -n 1 -t 0 -w PERIODIC 3ms 8ms -rh 9ms 8ms",
+        "amount exceeds the period",
+    );
+}
+
+#[test]
+fn multimedia_timer() {
+    usage_error("hourglass -n 1 -t 0 -w LAT 1ms -i MM", "use -i HR");
+}
+
+#[test]
+fn other_bad_options() {
+    usage_error("hourglass -n 1 -q", "unknown option '-q'");
+    usage_error("hourglass -n 1 -t 0 -p f:200", "from 1 to 99");
+    usage_error("hourglass -n 1 -t 0 -i bogus", "unknown timer 'bogus'");
+    usage_error("hourglass -n 1 -p HIGH", "put -t N");
+    usage_error("hourglass -n 1 -t 0 --affinity 9999", "CPU 9999");
+    usage_error("hourglass -n 1 -t 0 -p RTHIGH -rh 3ms 8ms", "one policy");
+    usage_error("calibrate -d 0s", "--duration");
+}
+
+#[test]
+fn rtc_without_a_device_names_hr() {
+    if std::path::Path::new("/dev/rtc").exists() || std::path::Path::new("/dev/rtc0").exists() {
+        eprintln!("skipped: this machine has an RTC device");
+        return;
+    }
+    usage_error("hourglass -n 1 -d 1s -t 0 -w LAT 5.3ms -i RTC", "use -i HR");
+}
+
+#[test]
+fn existing_run_directory_is_never_overwritten() {
+    let dir = tempfile::tempdir().unwrap();
+    let kept = dir.path().join("trace.csv");
+    std::fs::write(&kept, "measured before").unwrap();
+    let args = format!("hourglass -n 1 -d 1s -o {}", dir.path().display());
+    usage_error(&args, "already exists and is not empty");
+    assert_eq!(std::fs::read_to_string(&kept).unwrap(), "measured before");
+}
+
+#[test]
+fn unwritable_output_fails_before_measuring() {
+    usage_error(
+        "hourglass -n 1 -d 1s -o /proc/sandglass-cannot-write-here",
+        "cannot create run directory",
+    );
+}
+
+#[test]
+fn help_and_version() {
+    let out = sandglass().args(["hourglass", "--help"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("usage: sandglass hourglass"));
+    assert!(text.contains("CPU_SCAN_YIELD"));
+    let out = sandglass().arg("--version").output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("sandglass "), "{text}");
+    assert!(text.contains("commit "), "{text}");
+    let out = sandglass().arg("--bogus").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn sysinfo_json_is_valid() {
+    let out = sandglass().args(["sysinfo", "--json"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["kernel_release"].is_string());
+    assert!(v["preemption"]["model"].is_string());
+}

@@ -1,0 +1,383 @@
+//! Hourglass's output (Regehr 2002, §3.4 and §5): everything after the run, as complete as
+//! possible, with the lines scripts want tagged so that grep finds them.
+//!
+//! * Execution-trace lines `ID START END DURATION GAP`, times in milliseconds from the start of
+//!   the run with six decimals (§5.1). GAP is the time from the end of the previous record on
+//!   the same CPU (on a uniprocessor, the previous record; for a CPU's first record, the time
+//!   since the start of the run). These are the only lines that start with a digit.
+//! * `cycles: ID START END CPU` with `-c`: the same records in raw counter ticks.
+//! * `latlate: <µs>` for each wakeup of a LAT thread (§5.3).
+//! * `thread N: missed X deadlines, hit Y` for PERIODIC and CPU_PERIODIC threads (§5.5).
+//! * `gaphist:` rows of the polling-loop histogram with `-gh`.
+//! * Everything else starts with `#`: the summary, for people.
+
+use crate::text::{count, percent, signed};
+use sandglass::analysis::trace::bin_upper;
+use sandglass::engine::calibrate::LoopHistogram;
+use sandglass::hourglass::result::{HourglassResult, ThreadResult};
+use sandglass::model::Workload;
+use sandglass::stats::Summary;
+use sandglass::Nanos;
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+
+/// Which optional parts to print.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Options {
+    /// Print execution-trace lines (off with `-x`).
+    pub trace: bool,
+    /// Print `cycles:` lines (`-c`).
+    pub raw_cycles: bool,
+    /// Print the polling-loop histogram (`-gh`).
+    pub gap_histogram: bool,
+    /// Print `latlate:` lines.
+    pub latlate: bool,
+}
+
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+fn ms_signed(ns: i64) -> f64 {
+    ns as f64 / 1e6
+}
+
+/// Writes the whole Hourglass output.
+pub fn write(w: &mut dyn Write, r: &HourglassResult, o: &Options) -> io::Result<()> {
+    if o.gap_histogram {
+        if let Some(h) = &r.loop_histogram {
+            write_gap_histogram(w, h, r.calibration.ns_per_tick())?;
+        }
+    }
+    if o.trace {
+        let mut last_end: BTreeMap<u32, u64> = BTreeMap::new();
+        for row in &r.rows {
+            let i = row.interval;
+            let prev = last_end.insert(i.cpu, i.end_ns).unwrap_or(0);
+            let gap = i.start_ns as i64 - prev as i64;
+            writeln!(
+                w,
+                "{} {:.6} {:.6} {:.6} {:.6}",
+                i.thread,
+                ms(i.start_ns),
+                ms(i.end_ns),
+                ms(i.end_ns - i.start_ns),
+                ms_signed(gap)
+            )?;
+        }
+    }
+    if o.raw_cycles {
+        for row in &r.rows {
+            writeln!(
+                w,
+                "cycles: {} {} {} {}",
+                row.interval.thread, row.start_counter, row.end_counter, row.interval.cpu
+            )?;
+        }
+    }
+    if o.latlate {
+        let lat: Vec<&ThreadResult> = r
+            .threads
+            .iter()
+            .filter(|t| matches!(t.workload, Workload::Lat { .. }))
+            .collect();
+        let many = lat.len() > 1;
+        for t in lat {
+            for &l in &t.lateness_ns {
+                if many {
+                    writeln!(w, "latlate: {:.6} thread {}", l as f64 / 1e3, t.thread)?;
+                } else {
+                    writeln!(w, "latlate: {:.6}", l as f64 / 1e3)?;
+                }
+            }
+        }
+    }
+    for t in &r.threads {
+        if let (Some(h), Some(m)) = (t.hits, t.misses) {
+            writeln!(w, "thread {}: missed {} deadlines, hit {}", t.thread, m, h)?;
+        }
+    }
+    write_summary(w, r)
+}
+
+/// The polling-loop histogram with percentiles interspersed (Hourglass's calibration procedure:
+/// "99.999% of the samples showed a gap smaller than X").
+pub fn write_gap_histogram(
+    w: &mut dyn Write,
+    h: &LoopHistogram,
+    ns_per_tick: f64,
+) -> io::Result<()> {
+    writeln!(
+        w,
+        "# polling-loop iteration times: {} iterations",
+        count(h.count)
+    )?;
+    // Bins: 5 ns wide below 100 ns, then a 1-2-5 series.
+    let mut bins: BTreeMap<u64, u64> = BTreeMap::new();
+    for (lo, _, c) in h.buckets() {
+        let ns = (lo as f64 * ns_per_tick) as u64;
+        let upper = if ns < 100 {
+            ns / 5 * 5 + 5
+        } else {
+            bin_upper(ns + 1)
+        };
+        *bins.entry(upper).or_insert(0) += c;
+    }
+    let marks: [(f64, &str); 7] = [
+        (0.5, "50"),
+        (0.9, "90"),
+        (0.99, "99"),
+        (0.999, "99.9"),
+        (0.9999, "99.99"),
+        (0.99999, "99.999"),
+        (0.999999, "99.9999"),
+    ];
+    let mut next_mark = 0;
+    let mut seen = 0u64;
+    for (&upper, &c) in &bins {
+        // The bin below a 1-2-5 edge: 100→200, 200→500, 500→1000.
+        let lower = if upper <= 100 {
+            upper - 5
+        } else if upper.to_string().starts_with('5') {
+            upper * 2 / 5
+        } else {
+            upper / 2
+        };
+        writeln!(w, "gaphist: {lower}-{upper} ns {c}")?;
+        seen += c;
+        while next_mark < marks.len() && seen as f64 >= marks[next_mark].0 * h.count as f64 {
+            let q = h.quantile(marks[next_mark].0) as f64 * ns_per_tick;
+            writeln!(
+                w,
+                "# {}% of the samples showed a gap of at most {:.1} ns",
+                marks[next_mark].1, q
+            )?;
+            next_mark += 1;
+        }
+    }
+    Ok(())
+}
+
+fn dist(s: &Summary) -> String {
+    format!(
+        "min {}, median {}, p90 {}, p99 {}, p99.9 {}, max {} (mean {}, stddev {})",
+        signed(s.min_ns),
+        signed(s.p50_ns),
+        signed(s.p90_ns),
+        signed(s.p99_ns),
+        signed(s.p99_9_ns),
+        signed(s.max_ns),
+        signed(s.mean_ns.round() as i64),
+        Nanos(s.stddev_ns.round() as u64)
+    )
+}
+
+fn thread_lines(w: &mut dyn Write, t: &ThreadResult, r: &HourglassResult) -> io::Result<()> {
+    let effective = t
+        .policy_effective
+        .map(|p| p.describe())
+        .unwrap_or_else(|| "unknown".into());
+    let timer = if t.workload.uses_timer() {
+        format!(", timer {}", t.timer)
+    } else {
+        String::new()
+    };
+    writeln!(
+        w,
+        "# thread {} (tid {}): {}, {} ({}){}, CPUs {}",
+        t.thread, t.tid, t.workload, effective, t.priority, timer, t.cpus
+    )?;
+    if t.downgraded.is_some() {
+        writeln!(
+            w,
+            "#   runs below its request ({}): see the warning at the end",
+            t.policy_requested.describe()
+        )?;
+    }
+    if let Some(e) = &t.error {
+        writeln!(w, "#   error: {e}")?;
+    }
+    if !t.joined {
+        writeln!(w, "#   did not stop; counters lost")?;
+        return Ok(());
+    }
+    if t.workload.records_trace() {
+        let span = t.finish_ns.0.saturating_sub(t.start_ns.0).max(1);
+        let iter = t
+            .mean_iteration_ns
+            .map(|m| format!(", {:.1} ns per loop iteration", m))
+            .unwrap_or_default();
+        writeln!(
+            w,
+            "#   received {} of CPU ({} of its {}), {} records, {} preemptions{}{}",
+            Nanos(t.received_ns),
+            percent(t.received_ns as f64 / span as f64),
+            Nanos(span),
+            count(t.records),
+            count(t.preemptions),
+            if t.yields > 0 {
+                format!(", {} yields", count(t.yields))
+            } else {
+                String::new()
+            },
+            iter
+        )?;
+    }
+    if let Some(p) = t.scan_passes {
+        writeln!(w, "#   {} passes over the working set", count(p))?;
+    }
+    if let (Some(h), Some(m)) = (t.hits, t.misses) {
+        let total = h + m;
+        let share = if total > 0 {
+            m as f64 / total as f64
+        } else {
+            0.0
+        };
+        writeln!(
+            w,
+            "#   deadlines: {} missed, {} hit ({} missed)",
+            count(m),
+            count(h),
+            percent(share)
+        )?;
+        if let Some(resp) = &t.response {
+            writeln!(
+                w,
+                "#   response time (release to completion): {}",
+                dist(resp)
+            )?;
+        }
+    }
+    if let Some(l) = &t.lateness {
+        writeln!(w, "#   {} wakeups, lateness {}", count(l.count), dist(l))?;
+        if l.count >= 10_000 {
+            writeln!(w, "#   lateness p99.99 {}", signed(l.p99_99_ns))?;
+        }
+        let table: Vec<String> = t
+            .later_than
+            .iter()
+            .map(|lt| format!("{} {}", Nanos(lt.threshold_ns), count(lt.count)))
+            .collect();
+        writeln!(w, "#   samples later than: {}", table.join(", "))?;
+    }
+    if t.latencies_dropped > 0 || t.jobs_dropped > 0 {
+        writeln!(
+            w,
+            "#   {} samples and {} job records did not fit their buffers (counted, not kept)",
+            t.latencies_dropped, t.jobs_dropped
+        )?;
+    }
+    let _ = r;
+    Ok(())
+}
+
+/// The `#` summary block.
+pub fn write_summary(w: &mut dyn Write, r: &HourglassResult) -> io::Result<()> {
+    writeln!(
+        w,
+        "# sandglass hourglass: {} thread(s), {} requested, {} measured; {} ({})",
+        r.threads.len(),
+        r.duration_ns,
+        Nanos(r.elapsed_ns),
+        r.state.name(),
+        r.end_detail
+    )?;
+    let c = &r.calibration;
+    let gap = match r.gap.source.as_str() {
+        "unused" => "no gap detection (no thread makes trace records)".to_string(),
+        _ => format!(
+            "gap threshold {} ns ({})",
+            r.gap.threshold_ns, r.gap.explanation
+        ),
+    };
+    writeln!(
+        w,
+        "# counter: {:?} at {:.3} MHz (uncertainty {:.3} ppm){}; {}",
+        r.counter.kind,
+        c.frequency_hz / 1e6,
+        c.uncertainty_ppm,
+        if r.counter.rdtscp {
+            ", CPU from rdtscp"
+        } else {
+            ""
+        },
+        gap
+    )?;
+    for t in &r.threads {
+        thread_lines(w, t, r)?;
+    }
+    let s = &r.switches;
+    if s.count > 0 {
+        writeln!(
+            w,
+            "# context switches: {} ({} voluntary, {} involuntary)",
+            count(s.count),
+            count(s.voluntary),
+            count(s.involuntary)
+        )?;
+        if let Some(all) = &s.all {
+            writeln!(w, "#   switch gap: {}", dist(all))?;
+            writeln!(w, "#   median switch gap: {}", signed(all.p50_ns))?;
+        }
+        if let Some(v) = &s.voluntary_gaps {
+            writeln!(
+                w,
+                "#   voluntary: median {}, min {}",
+                signed(v.p50_ns),
+                signed(v.min_ns)
+            )?;
+        }
+        if let Some(i) = &s.involuntary_gaps {
+            writeln!(
+                w,
+                "#   involuntary: median {}, min {}",
+                signed(i.p50_ns),
+                signed(i.min_ns)
+            )?;
+        }
+        let hist: Vec<String> = s
+            .histogram
+            .iter()
+            .map(|(up, n)| format!("<={} {}", Nanos(*up), count(*n)))
+            .collect();
+        writeln!(w, "#   histogram: {}", hist.join(", "))?;
+    }
+    for cov in &r.coverage {
+        writeln!(
+            w,
+            "# CPU {}: records cover {} of {} ({} busy), {} overlapping records",
+            cov.cpu,
+            percent(cov.share),
+            Nanos(cov.span_ns),
+            Nanos(cov.busy_ns),
+            cov.overlaps
+        )?;
+    }
+    writeln!(
+        w,
+        "# trace: {} records (capacity {}, {} dropped)",
+        count(r.trace.records),
+        count(r.trace.capacity),
+        count(r.trace.dropped)
+    )?;
+    writeln!(
+        w,
+        "# setup: memory {}; /dev/cpu_dma_latency {}; main thread on {}",
+        if r.memory_locked {
+            "locked"
+        } else {
+            "not locked"
+        },
+        r.pm_qos_us
+            .map(|u| format!("held at {u} us"))
+            .unwrap_or_else(|| "not held".into()),
+        r.main_cpu
+            .map(|c| format!("CPU {c}"))
+            .unwrap_or_else(|| "a shared CPU".into())
+    )?;
+    for warn in &r.warnings {
+        writeln!(w, "# warning: {}", warn.message)?;
+    }
+    writeln!(w, "# run directory: {}", r.run_dir)?;
+    Ok(())
+}

@@ -1,0 +1,9 @@
+//! Renderings of sandglass results for people and scripts.
+//!
+//! Each result kind has its own module; renderers write to any `std::io::Write` and never
+//! decide what to measure.
+
+#![forbid(unsafe_code)]
+
+pub mod hourglass;
+pub mod text;

@@ -1,0 +1,3 @@
+//! Pure analyses of measured data.
+
+pub mod trace;

@@ -1,0 +1,380 @@
+//! The counter the gap detector polls, and its calibration to nanoseconds.
+//!
+//! sandglass polls the CPU's cycle counter when it ticks at a constant rate in every power
+//! state (the `constant_tsc` and `nonstop_tsc` flags on x86_64; always on aarch64's CNTVCT) and
+//! `CLOCK_MONOTONIC_RAW` otherwise. Hourglass converted cycles to time "by comparing the rates at
+//! which rdtsc and gettimeofday() run" (§3.1); sandglass does the same against
+//! `CLOCK_MONOTONIC_RAW`, with each reference reading bracketed by two counter reads so that its
+//! uncertainty is known, and records the result with that uncertainty.
+//!
+//! Anchors are taken before and after every run. The frequency used to convert a run's trace
+//! comes from the whole run, so its uncertainty is the bracket width over the run's length
+//! (parts per billion for a run of seconds). Each anchor also pairs the counter with
+//! `CLOCK_MONOTONIC`, the clock of timers and of tracefs's `mono` trace clock, so that a trace
+//! can be aligned with kernel events and timer expiries can be converted to counter values.
+
+use crate::engine::Clock;
+use crate::hourglass::cmdline::CounterChoice;
+use sandglass_sys::clock::{now_ns, ClockId};
+use sandglass_sys::{counter, sched};
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// Which counter a run polled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CounterKind {
+    /// x86_64 time-stamp counter, read with `lfence; rdtsc`.
+    Tsc,
+    /// aarch64 virtual counter CNTVCT_EL0.
+    Cntvct,
+    /// `clock_gettime(CLOCK_MONOTONIC_RAW)` through the vDSO.
+    MonotonicRaw,
+}
+
+/// The x86_64 counter: `lfence; rdtsc` in the loop, `rdtscp` (counter and CPU in one
+/// instruction) after a gap when the CPU supports it and Linux keeps the CPU number in TSC_AUX.
+#[derive(Clone, Copy, Debug)]
+pub struct CycleClock {
+    pub rdtscp: bool,
+}
+
+impl Clock for CycleClock {
+    #[inline(always)]
+    fn now(&self) -> u64 {
+        counter::read()
+    }
+    #[inline]
+    fn now_with_cpu(&self) -> (u64, u32) {
+        if self.rdtscp {
+            counter::read_with_cpu()
+        } else {
+            let t = counter::read();
+            (t, sched::current_cpu().unwrap_or(u32::MAX))
+        }
+    }
+}
+
+/// `CLOCK_MONOTONIC_RAW` as the counter, one tick per nanosecond.
+#[derive(Clone, Copy, Debug)]
+pub struct RawClock;
+
+impl Clock for RawClock {
+    #[inline(always)]
+    fn now(&self) -> u64 {
+        now_ns(ClockId::MonotonicRaw)
+    }
+    #[inline]
+    fn now_with_cpu(&self) -> (u64, u32) {
+        let cpu = sched::current_cpu().unwrap_or(u32::MAX);
+        (now_ns(ClockId::MonotonicRaw), cpu)
+    }
+}
+
+/// The counter chosen for a run, and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CounterInfo {
+    pub kind: CounterKind,
+    /// `rdtscp` is used after gaps to read the counter and the CPU together.
+    pub rdtscp: bool,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum CounterError {
+    #[error("--counter tsc: {0}; use --counter raw (CLOCK_MONOTONIC_RAW) or --counter auto")]
+    TscUnusable(String),
+}
+
+/// Chooses the counter from the user's choice and the CPU flags of `/proc/cpuinfo`.
+pub fn select_counter(
+    choice: CounterChoice,
+    cpu_flags: &[String],
+) -> Result<CounterInfo, CounterError> {
+    let has = |f: &str| cpu_flags.iter().any(|x| x == f);
+    let cycle_usable: Result<(CounterKind, &str), String> = if cfg!(target_arch = "x86_64") {
+        if !has("constant_tsc") {
+            Err("the TSC rate changes with CPU frequency (no constant_tsc flag)".to_string())
+        } else if !has("nonstop_tsc") {
+            Err("the TSC stops in deep idle states (no nonstop_tsc flag)".to_string())
+        } else {
+            Ok((
+                CounterKind::Tsc,
+                "the TSC is constant and non-stop (constant_tsc, nonstop_tsc)",
+            ))
+        }
+    } else if cfg!(target_arch = "aarch64") {
+        Ok((
+            CounterKind::Cntvct,
+            "the architected generic timer CNTVCT_EL0 runs at a constant rate",
+        ))
+    } else {
+        Err("this architecture has no cycle counter sandglass can read".to_string())
+    };
+    let raw = |why: String| CounterInfo {
+        kind: CounterKind::MonotonicRaw,
+        rdtscp: false,
+        reason: why,
+    };
+    match (choice, cycle_usable) {
+        (CounterChoice::Raw, _) => Ok(raw("--counter raw was given".to_string())),
+        (CounterChoice::Tsc, Err(why)) => Err(CounterError::TscUnusable(why)),
+        (CounterChoice::Auto, Err(why)) => {
+            Ok(raw(format!("{why}; polling CLOCK_MONOTONIC_RAW instead")))
+        }
+        (_, Ok((kind, why))) => {
+            let rdtscp = kind == CounterKind::Tsc && has("rdtscp") && tsc_aux_holds_cpu();
+            Ok(CounterInfo {
+                kind,
+                rdtscp,
+                reason: why.to_string(),
+            })
+        }
+    }
+}
+
+/// True when `rdtscp`'s TSC_AUX matches `sched_getcpu()` (Linux stores the CPU number there).
+fn tsc_aux_holds_cpu() -> bool {
+    if !counter::HAS_RDTSCP_INSTRUCTION {
+        return false;
+    }
+    (0..50).any(|_| {
+        let (_, aux) = counter::read_with_cpu();
+        sched::current_cpu() == Some(aux)
+    })
+}
+
+/// Reads the counter of `kind`.
+pub fn read_counter(kind: CounterKind) -> u64 {
+    match kind {
+        CounterKind::Tsc | CounterKind::Cntvct => counter::read(),
+        CounterKind::MonotonicRaw => now_ns(ClockId::MonotonicRaw),
+    }
+}
+
+/// A counter value and a clock reading taken between two counter reads `width_ticks` apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClockPair {
+    pub counter: u64,
+    pub clock_ns: u64,
+    pub width_ticks: u64,
+}
+
+/// The counter paired with CLOCK_MONOTONIC_RAW and with CLOCK_MONOTONIC at one moment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Anchor {
+    pub monotonic_raw: ClockPair,
+    pub monotonic: ClockPair,
+}
+
+fn best_pair(kind: CounterKind, clock: ClockId) -> ClockPair {
+    let mut best = ClockPair {
+        counter: 0,
+        clock_ns: 0,
+        width_ticks: u64::MAX,
+    };
+    for _ in 0..31 {
+        let a = read_counter(kind);
+        let c = now_ns(clock);
+        let b = read_counter(kind);
+        let w = b.wrapping_sub(a);
+        if w < best.width_ticks {
+            best = ClockPair {
+                counter: a + w / 2,
+                clock_ns: c,
+                width_ticks: w,
+            };
+        }
+    }
+    best
+}
+
+/// Pairs the counter with both monotonic clocks now.
+pub fn anchor(kind: CounterKind) -> Anchor {
+    Anchor {
+        monotonic_raw: best_pair(kind, ClockId::MonotonicRaw),
+        monotonic: best_pair(kind, ClockId::Monotonic),
+    }
+}
+
+/// The counter's rate and its relation to CLOCK_MONOTONIC, from two anchors.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Calibration {
+    pub counter: CounterKind,
+    /// Counter ticks per second of CLOCK_MONOTONIC_RAW.
+    pub frequency_hz: f64,
+    /// Half the two brackets' widths over the counter span, in parts per million.
+    pub uncertainty_ppm: f64,
+    /// Counter ticks per second of CLOCK_MONOTONIC (differs from the above by NTP's slew).
+    pub monotonic_frequency_hz: f64,
+    /// What the hardware advertises, where it does (CNTFRQ_EL0).
+    pub advertised_frequency_hz: Option<u64>,
+    pub start: Anchor,
+    pub end: Anchor,
+}
+
+impl Calibration {
+    /// The calibration between anchors `a` and `b` (taken in that order).
+    pub fn from_anchors(counter: CounterKind, a: Anchor, b: Anchor) -> Calibration {
+        let rate = |p: ClockPair, q: ClockPair| {
+            let dc = q.counter.saturating_sub(p.counter) as f64;
+            let dt = q.clock_ns.saturating_sub(p.clock_ns) as f64;
+            if dt > 0.0 {
+                dc * 1e9 / dt
+            } else {
+                1e9
+            }
+        };
+        let span = b
+            .monotonic_raw
+            .counter
+            .saturating_sub(a.monotonic_raw.counter)
+            .max(1) as f64;
+        let uncertainty =
+            (a.monotonic_raw.width_ticks + b.monotonic_raw.width_ticks) as f64 / 2.0 / span;
+        Calibration {
+            counter,
+            frequency_hz: rate(a.monotonic_raw, b.monotonic_raw),
+            uncertainty_ppm: uncertainty * 1e6,
+            monotonic_frequency_hz: rate(a.monotonic, b.monotonic),
+            advertised_frequency_hz: sandglass_sys::counter::advertised_frequency_hz(),
+            start: a,
+            end: b,
+        }
+    }
+
+    /// Measures the counter for `window_ns` (sleeping in between) and calibrates it.
+    pub fn measure(counter: CounterKind, window_ns: u64) -> Calibration {
+        let a = anchor(counter);
+        let _ = sandglass_sys::clock::sleep_for(window_ns);
+        let b = anchor(counter);
+        Calibration::from_anchors(counter, a, b)
+    }
+
+    /// The same start anchor with a new end anchor: the calibration over a whole run.
+    pub fn extended_to(&self, end: Anchor) -> Calibration {
+        Calibration::from_anchors(self.counter, self.start, end)
+    }
+
+    pub fn ns_per_tick(&self) -> f64 {
+        1e9 / self.frequency_hz
+    }
+
+    /// Ticks for a duration in nanoseconds, rounded to the nearest tick (at least 1 for a
+    /// positive duration).
+    pub fn ticks_for_ns(&self, ns: u64) -> u64 {
+        let t = (ns as f64 * self.frequency_hz / 1e9).round() as u64;
+        if ns > 0 {
+            t.max(1)
+        } else {
+            0
+        }
+    }
+
+    /// Nanoseconds for a number of ticks (a duration), rounded.
+    pub fn ns_for_ticks(&self, ticks: u64) -> u64 {
+        (ticks as f64 * 1e9 / self.frequency_hz).round() as u64
+    }
+
+    /// Signed nanoseconds from counter value `from` to `to`.
+    pub fn ns_between(&self, from: u64, to: u64) -> i64 {
+        let d = to.wrapping_sub(from) as i64;
+        (d as f64 * 1e9 / self.frequency_hz).round() as i64
+    }
+
+    /// The CLOCK_MONOTONIC time at counter value `c`.
+    pub fn to_monotonic(&self, c: u64) -> u64 {
+        let p = self.start.monotonic;
+        let d = c.wrapping_sub(p.counter) as i64 as f64;
+        (p.clock_ns as f64 + d * 1e9 / self.monotonic_frequency_hz).max(0.0) as u64
+    }
+
+    /// The counter value at CLOCK_MONOTONIC time `mono_ns`.
+    pub fn from_monotonic(&self, mono_ns: u64) -> u64 {
+        let p = self.start.monotonic;
+        let d = mono_ns as f64 - p.clock_ns as f64;
+        (p.counter as f64 + d * self.monotonic_frequency_hz / 1e9).max(0.0) as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flags(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn counter_selection_follows_the_flags() {
+        if !cfg!(target_arch = "x86_64") {
+            return;
+        }
+        let good = flags("fpu tsc constant_tsc nonstop_tsc rdtscp");
+        assert_eq!(
+            select_counter(CounterChoice::Auto, &good).map(|c| c.kind),
+            Ok(CounterKind::Tsc)
+        );
+        let no_const = flags("fpu tsc nonstop_tsc");
+        let c = select_counter(CounterChoice::Auto, &no_const).expect("auto falls back");
+        assert_eq!(c.kind, CounterKind::MonotonicRaw);
+        assert!(c.reason.contains("constant_tsc"));
+        assert!(select_counter(CounterChoice::Tsc, &no_const).is_err());
+        assert_eq!(
+            select_counter(CounterChoice::Raw, &good).map(|c| c.kind),
+            Ok(CounterKind::MonotonicRaw)
+        );
+    }
+
+    #[test]
+    fn arithmetic_on_exact_anchors() {
+        let pair = |counter, clock_ns| ClockPair {
+            counter,
+            clock_ns,
+            width_ticks: 20,
+        };
+        let a = Anchor {
+            monotonic_raw: pair(1_000, 0),
+            monotonic: pair(1_000, 5_000_000_000),
+        };
+        let b = Anchor {
+            monotonic_raw: pair(3_000_001_000, 1_000_000_000),
+            monotonic: pair(3_000_001_000, 6_000_000_000),
+        };
+        let c = Calibration::from_anchors(CounterKind::Tsc, a, b);
+        assert!((c.frequency_hz - 3e9).abs() < 1e-3);
+        assert!((c.uncertainty_ppm - 20.0 / 3e9 * 1e6).abs() < 1e-9);
+        assert_eq!(c.ticks_for_ns(1_000), 3_000);
+        assert_eq!(c.ns_for_ticks(3_000), 1_000);
+        assert_eq!(c.ns_between(4_000, 1_000), -1_000);
+        assert_eq!(c.to_monotonic(3_001_000), 5_001_000_000);
+        assert_eq!(c.from_monotonic(5_001_000_000), 3_001_000);
+    }
+
+    /// The calibrated counter agrees with CLOCK_MONOTONIC_RAW within 0.1% over one second.
+    #[test]
+    fn counter_frequency_agrees_with_monotonic_raw() {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let fl: Vec<String> = cpuinfo
+            .lines()
+            .find(|l| l.starts_with("flags") || l.starts_with("Features"))
+            .map(|l| flags(l.split(':').nth(1).unwrap_or("")))
+            .unwrap_or_default();
+        let info = select_counter(CounterChoice::Auto, &fl).expect("a counter");
+        let cal = Calibration::measure(info.kind, 100_000_000);
+        let t0 = read_counter(info.kind);
+        let r0 = now_ns(ClockId::MonotonicRaw);
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        let t1 = read_counter(info.kind);
+        let r1 = now_ns(ClockId::MonotonicRaw);
+        let by_counter = cal.ns_for_ticks(t1 - t0) as f64;
+        let by_raw = (r1 - r0) as f64;
+        let rel = (by_counter - by_raw).abs() / by_raw;
+        assert!(
+            rel < 0.001,
+            "counter says {by_counter} ns, CLOCK_MONOTONIC_RAW says {by_raw} ns ({:?})",
+            info.kind
+        );
+        assert!(cal.uncertainty_ppm < 100.0, "{}", cal.uncertainty_ppm);
+    }
+}

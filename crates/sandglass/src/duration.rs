@@ -1,0 +1,251 @@
+//! Time strings, as Hourglass's Appendix A defines them: "Times are self-describing; valid
+//! examples are: 3m, 1.5s, 1020ms, 87.0us."
+//!
+//! A time string is a non-negative decimal number followed by a unit: `ns`, `us` (or `µs`),
+//! `ms`, `s`, `m` (or `min`) and `h`. The value is converted to integer nanoseconds exactly, by
+//! decimal arithmetic (no floating point): `1.5s` is 1 500 000 000 ns and `0.1ms` is 100 000 ns.
+//! A value that needs a fraction of a nanosecond, or that does not fit in 64 bits of
+//! nanoseconds (about 584 years), is an error, never a silent rounding or wrap.
+
+use crate::units::Nanos;
+use thiserror::Error;
+
+/// Why a time string was refused. Each message names the input and says how to fix it.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum DurationError {
+    #[error("empty time: give a number with a unit, such as 10ms or 1.5s")]
+    Empty,
+    #[error("time '{0}' has no unit: write it as {0}ms, {0}us, {0}s or {0}ns")]
+    MissingUnit(String),
+    #[error("time '{input}' has unknown unit '{unit}': use ns, us, ms, s, m or h")]
+    UnknownUnit { input: String, unit: String },
+    #[error("time '{0}' is negative: times must be zero or more")]
+    Negative(String),
+    #[error("time '{0}' is not a number with a unit (examples: 3m, 1.5s, 1020ms, 87.0us)")]
+    Malformed(String),
+    #[error("time '{0}' is too large: the limit is about 584 years")]
+    Overflow(String),
+    #[error("time '{0}' is finer than 1 ns: use at most {1} decimals with this unit")]
+    TooPrecise(String, usize),
+}
+
+/// Nanoseconds per unit, for each accepted unit spelling.
+fn unit_scale(unit: &str) -> Option<(u64, usize)> {
+    // (nanoseconds per unit, decimals that still give whole nanoseconds)
+    Some(match unit {
+        "ns" => (1, 0),
+        "us" | "µs" | "μs" => (1_000, 3),
+        "ms" => (1_000_000, 6),
+        "s" => (1_000_000_000, 9),
+        "m" | "min" => (60_000_000_000, 11),
+        "h" => (3_600_000_000_000, 13),
+        _ => return None,
+    })
+}
+
+/// Parses a self-describing time string such as `3m`, `1.5s`, `1020ms`, `87.0us` or `250ns`.
+pub fn parse(input: &str) -> Result<Nanos, DurationError> {
+    parse_inner(input, false)
+}
+
+/// Like [`parse`], but a bare integer (no unit) means nanoseconds. Used where files and flags
+/// are documented to accept "units or bare integers, which mean nanoseconds".
+pub fn parse_or_ns(input: &str) -> Result<Nanos, DurationError> {
+    parse_inner(input, true)
+}
+
+fn parse_inner(input: &str, bare_is_ns: bool) -> Result<Nanos, DurationError> {
+    let s = input.trim();
+    if s.is_empty() {
+        return Err(DurationError::Empty);
+    }
+    if s.starts_with('-') {
+        return Err(DurationError::Negative(s.to_string()));
+    }
+    let s_num = s.strip_prefix('+').unwrap_or(s);
+    let split = s_num
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s_num.len());
+    let (number, unit) = s_num.split_at(split);
+    let unit = unit.trim();
+    if number.is_empty() || number == "." || number.matches('.').count() > 1 {
+        return Err(DurationError::Malformed(s.to_string()));
+    }
+    let (scale, max_decimals) = if unit.is_empty() {
+        if bare_is_ns && !number.contains('.') {
+            (1, 0)
+        } else {
+            return Err(DurationError::MissingUnit(s.to_string()));
+        }
+    } else {
+        match unit_scale(unit) {
+            Some(v) => v,
+            None if unit
+                .chars()
+                .all(|c| c.is_alphabetic() || c == 'µ' || c == 'μ') =>
+            {
+                return Err(DurationError::UnknownUnit {
+                    input: s.to_string(),
+                    unit: unit.to_string(),
+                })
+            }
+            None => return Err(DurationError::Malformed(s.to_string())),
+        }
+    };
+    let (int_part, frac_part) = match number.split_once('.') {
+        Some((i, f)) => (i, f),
+        None => (number, ""),
+    };
+    let overflow = || DurationError::Overflow(s.to_string());
+    let mut total: u64 = 0;
+    for c in int_part.chars() {
+        let d = u64::from(c as u8 - b'0');
+        total = total
+            .checked_mul(10)
+            .and_then(|t| t.checked_add(d))
+            .ok_or_else(overflow)?;
+    }
+    total = total.checked_mul(scale).ok_or_else(overflow)?;
+    let frac = frac_part.trim_end_matches('0');
+    if frac.len() > max_decimals {
+        return Err(DurationError::TooPrecise(s.to_string(), max_decimals));
+    }
+    let mut place = scale;
+    for c in frac.chars() {
+        place /= 10;
+        let d = u64::from(c as u8 - b'0');
+        total = total.checked_add(d * place).ok_or_else(overflow)?;
+    }
+    Ok(Nanos(total))
+}
+
+/// Formats a duration for people: the largest unit that keeps the value at or above 1, up to
+/// three decimals, trailing zeros removed (`1.5 ms`, `87 µs`, `3 s`, `0 ns`).
+pub fn format_human(d: Nanos) -> String {
+    let ns = d.0;
+    let (div, unit) = if ns >= 1_000_000_000 {
+        (1_000_000_000u64, "s")
+    } else if ns >= 1_000_000 {
+        (1_000_000, "ms")
+    } else if ns >= 1_000 {
+        (1_000, "µs")
+    } else {
+        return format!("{ns} ns");
+    };
+    let value = ns as f64 / div as f64;
+    let mut text = format!("{value:.3}");
+    if text.contains('.') {
+        text = text.trim_end_matches('0').trim_end_matches('.').to_string();
+    }
+    format!("{text} {unit}")
+}
+
+/// Formats a duration as a time string that [`parse`] reads back exactly (`1500us` → `1.5ms`).
+pub fn format_exact(d: Nanos) -> String {
+    let ns = d.0;
+    for (scale, unit) in [(1_000_000_000u64, "s"), (1_000_000, "ms"), (1_000, "us")] {
+        if ns >= scale {
+            let int = ns / scale;
+            let frac = ns % scale;
+            if frac == 0 {
+                return format!("{int}{unit}");
+            }
+            let width = scale.ilog10() as usize;
+            let digits = format!("{frac:0width$}");
+            return format!("{int}.{}{unit}", digits.trim_end_matches('0'));
+        }
+    }
+    format!("{ns}ns")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn appendix_a_examples() {
+        assert_eq!(parse("3m"), Ok(Nanos(180_000_000_000)));
+        assert_eq!(parse("1.5s"), Ok(Nanos(1_500_000_000)));
+        assert_eq!(parse("1020ms"), Ok(Nanos(1_020_000_000)));
+        assert_eq!(parse("87.0us"), Ok(Nanos(87_000)));
+        assert_eq!(parse("250ns"), Ok(Nanos(250)));
+        assert_eq!(parse("0.9ms"), Ok(Nanos(900_000)));
+        assert_eq!(parse("5.3ms"), Ok(Nanos(5_300_000)));
+        assert_eq!(parse("87µs"), Ok(Nanos(87_000)));
+        assert_eq!(parse("2h"), Ok(Nanos(7_200_000_000_000)));
+        assert_eq!(parse("1min"), Ok(Nanos(60_000_000_000)));
+        assert_eq!(parse(" 10ms "), Ok(Nanos(10_000_000)));
+        assert_eq!(parse("0s"), Ok(Nanos(0)));
+    }
+
+    #[test]
+    fn errors_name_the_problem() {
+        assert_eq!(parse(""), Err(DurationError::Empty));
+        assert_eq!(parse("10"), Err(DurationError::MissingUnit("10".into())));
+        assert!(matches!(
+            parse("10parsecs"),
+            Err(DurationError::UnknownUnit { .. })
+        ));
+        assert_eq!(parse("-1s"), Err(DurationError::Negative("-1s".into())));
+        assert!(matches!(parse("1.2.3s"), Err(DurationError::Malformed(_))));
+        assert!(matches!(parse("ms"), Err(DurationError::Malformed(_))));
+        assert!(matches!(parse("1e3ms"), Err(DurationError::Malformed(_))));
+        assert!(matches!(
+            parse("99999999999h"),
+            Err(DurationError::Overflow(_))
+        ));
+        assert!(matches!(
+            parse("18446744073709551616ns"),
+            Err(DurationError::Overflow(_))
+        ));
+        assert!(matches!(
+            parse("0.5ns"),
+            Err(DurationError::TooPrecise(_, 0))
+        ));
+        assert!(matches!(
+            parse("1.0000000001s"),
+            Err(DurationError::TooPrecise(_, 9))
+        ));
+        let msg = parse("10").unwrap_err().to_string();
+        assert!(msg.contains("10ms"), "{msg}");
+    }
+
+    #[test]
+    fn bare_integers_are_nanoseconds_where_allowed() {
+        assert_eq!(parse_or_ns("1500"), Ok(Nanos(1500)));
+        assert_eq!(parse_or_ns("3ms"), Ok(Nanos(3_000_000)));
+        assert!(matches!(
+            parse_or_ns("1.5"),
+            Err(DurationError::MissingUnit(_))
+        ));
+    }
+
+    #[test]
+    fn human_format() {
+        assert_eq!(format_human(Nanos(1_500_000)), "1.5 ms");
+        assert_eq!(format_human(Nanos(87_000)), "87 µs");
+        assert_eq!(format_human(Nanos(3_000_000_000)), "3 s");
+        assert_eq!(format_human(Nanos(250)), "250 ns");
+        assert_eq!(format_human(Nanos(1_234_567)), "1.235 ms");
+    }
+
+    proptest! {
+        #[test]
+        fn exact_format_round_trips(ns in any::<u64>()) {
+            prop_assert_eq!(parse(&format_exact(Nanos(ns))), Ok(Nanos(ns)));
+        }
+
+        #[test]
+        fn parse_never_panics(s in "\\PC{0,24}") {
+            let _ = parse(&s);
+            let _ = parse_or_ns(&s);
+        }
+
+        #[test]
+        fn decimal_milliseconds_are_exact(int in 0u64..1_000_000, frac in 0u64..1_000_000) {
+            let text = format!("{int}.{frac:06}ms");
+            prop_assert_eq!(parse(&text), Ok(Nanos(int * 1_000_000 + frac)));
+        }
+    }
+}

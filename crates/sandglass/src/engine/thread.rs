@@ -1,0 +1,855 @@
+//! One measuring thread: the gap-detecting poll loop and the thread models, in counter ticks.
+//!
+//! The loop is Figure 2 of the Hourglass paper, with two refinements. First, when a gap is
+//! detected the next interval is opened with a fresh `(counter, cpu)` pair read by one
+//! instruction, so every record names the CPU it ran on (Hourglass was uniprocessor; on SMP a
+//! migration can only happen inside a gap). Second, an interval that ends because the thread
+//! itself yielded or blocked is marked so, which is what tells a voluntary context switch from
+//! an involuntary one (§5.1) without guessing from the workload.
+//!
+//! Models keep a "mark": the CPU time received when the current job, frame or yield window
+//! began. Because received time only grows while the thread runs, the moment a job will be
+//! complete is known in advance (`exec_start + mark + amount − closed`), and the loop only
+//! compares the counter with the earliest pending event.
+
+use super::trace::{EndReason, Record, TraceBuffer};
+use super::{Clock, ThreadOps};
+
+/// A thread model in counter ticks (see [`crate::model::Workload`] for the semantics).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Model {
+    /// CPU-bound (scanning or not).
+    Cpu,
+    /// Yields each time it has received `amount`.
+    Yield { amount: u64 },
+    /// Needs `amount` in every `period`; absolute releases; a late job is dropped.
+    Periodic { amount: u64, period: u64 },
+    /// Never blocks; a frame each `amount`; a miss per `period` without a frame.
+    CpuPeriodic { amount: u64, period: u64 },
+    /// Dispatch-latency test with a self-synchronising `period`.
+    Lat { period: u64 },
+}
+
+/// Everything one thread needs to run, in counter ticks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ThreadPlan {
+    pub thread: u16,
+    pub model: Model,
+    /// Absolute counter value at which the thread starts (its first release).
+    pub start: u64,
+    /// Absolute counter value at which the thread stops.
+    pub finish: u64,
+    /// Reads more than this far apart are a gap.
+    pub gap: u64,
+    /// Longest time between two checks of the stop flag while polling.
+    pub check_interval: u64,
+}
+
+/// One job of a PERIODIC thread, or one frame window of a CPU_PERIODIC thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JobRecord {
+    /// When the job was released (PERIODIC) or its window began (CPU_PERIODIC).
+    pub release: u64,
+    /// The end of its period.
+    pub deadline: u64,
+    /// The first counter read of the job.
+    pub first_run: u64,
+    /// When it completed (a hit) or its deadline (a miss).
+    pub end: u64,
+    /// CPU time it received, in ticks.
+    pub received: u64,
+    pub hit: bool,
+}
+
+/// One wakeup of a LAT thread: when it asked to wake and when it ran.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LatSample {
+    pub target: u64,
+    pub wakeup: u64,
+}
+
+/// What one thread measured. The vectors are allocated by the caller before the run with the
+/// capacity it expects; the engine never grows them and counts what did not fit.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ThreadOutcome {
+    /// Poll-loop iterations (counter reads).
+    pub iterations: u64,
+    /// Records written to the trace, and records lost because it was full.
+    pub records: u64,
+    pub dropped: u64,
+    /// CPU time received, from the thread's own gap-free intervals.
+    pub received: u64,
+    /// First and last counter value the thread read while running.
+    pub first: u64,
+    pub last: u64,
+    /// Gaps the thread did not cause itself.
+    pub preemptions: u64,
+    /// `sched_yield` calls.
+    pub yields: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub jobs: Vec<JobRecord>,
+    pub jobs_dropped: u64,
+    pub latencies: Vec<LatSample>,
+    pub latencies_dropped: u64,
+    /// Complete passes over the scanned working set (Hourglass §5.2's unit of work).
+    pub scan_passes: u64,
+    /// True when a stop request, not the finish time, ended the thread.
+    pub stopped: bool,
+}
+
+impl ThreadOutcome {
+    /// An outcome with room for `jobs` job records and `latencies` LAT samples. Both vectors
+    /// are written once so their pages are faulted in before the run.
+    pub fn with_capacity(jobs: usize, latencies: usize) -> ThreadOutcome {
+        let mut o = ThreadOutcome {
+            jobs: Vec::with_capacity(jobs),
+            latencies: Vec::with_capacity(latencies),
+            ..ThreadOutcome::default()
+        };
+        let zero_job = JobRecord {
+            release: 0,
+            deadline: 0,
+            first_run: 0,
+            end: 0,
+            received: 0,
+            hit: false,
+        };
+        o.jobs.resize(jobs, zero_job);
+        o.jobs.clear();
+        o.latencies.resize(
+            latencies,
+            LatSample {
+                target: 0,
+                wakeup: 0,
+            },
+        );
+        o.latencies.clear();
+        o
+    }
+
+    #[inline]
+    fn log_job(&mut self, j: JobRecord) {
+        if self.jobs.len() < self.jobs.capacity() {
+            self.jobs.push(j);
+        } else {
+            self.jobs_dropped += 1;
+        }
+    }
+}
+
+/// Runs one thread from its start to its finish (or a stop request), appending to `trace` and
+/// filling `out`. `scan` is the working set of a scanning model (empty otherwise), already
+/// allocated and touched.
+pub fn run_thread<C: Clock, O: ThreadOps>(
+    plan: &ThreadPlan,
+    clock: &C,
+    ops: &mut O,
+    trace: &TraceBuffer,
+    scan: &mut [u64],
+    out: &mut ThreadOutcome,
+) {
+    match plan.model {
+        Model::Lat { period } => run_lat(plan, period, clock, ops, out),
+        _ if scan.is_empty() => poll::<C, O, false>(plan, clock, ops, trace, scan, out),
+        _ => poll::<C, O, true>(plan, clock, ops, trace, scan, out),
+    }
+}
+
+/// The state of the gap detector.
+struct Poll<'a> {
+    thread: u16,
+    gap: u64,
+    exec_start: u64,
+    last: u64,
+    cpu: u32,
+    /// CPU time in intervals already closed.
+    closed: u64,
+    open: bool,
+    /// What the next detected gap will be attributed to.
+    pending: EndReason,
+    /// When the stop flag is next checked. It moves only when a check runs, so that gaps,
+    /// however frequent, cannot postpone it.
+    check_at: u64,
+    trace: &'a TraceBuffer,
+}
+
+impl Poll<'_> {
+    /// CPU time received up to `now`, which must lie in the open interval.
+    #[inline]
+    fn received(&self, now: u64) -> u64 {
+        self.closed + (now - self.exec_start)
+    }
+
+    /// The counter value at which received time reaches `target`, if the thread keeps running.
+    #[inline]
+    fn completion_at(&self, target: u64) -> u64 {
+        (self.exec_start + target).saturating_sub(self.closed)
+    }
+
+    /// Ends the open interval at `self.last`.
+    #[cold]
+    fn close(&mut self, reason: EndReason, out: &mut ThreadOutcome) {
+        self.closed += self.last - self.exec_start;
+        self.open = false;
+        let r = Record {
+            thread: self.thread,
+            cpu: self.cpu,
+            start: self.exec_start,
+            end: self.last,
+            reason,
+        };
+        if self.trace.push(r) {
+            out.records += 1;
+        } else {
+            out.dropped += 1;
+        }
+    }
+
+    /// Opens a new interval now, on the CPU the thread is running on.
+    #[inline]
+    fn open_now<C: Clock>(&mut self, clock: &C) {
+        let (t, cpu) = clock.now_with_cpu();
+        self.exec_start = t;
+        self.last = t;
+        self.cpu = cpu;
+        self.open = true;
+        self.pending = EndReason::Preempted;
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn on_gap<C: Clock>(&mut self, clock: &C, out: &mut ThreadOutcome) {
+        if self.pending == EndReason::Preempted {
+            out.preemptions += 1;
+        }
+        self.close(self.pending, out);
+        self.open_now(clock);
+    }
+
+    /// Takes a counter reading: either extends the open interval or detects a gap.
+    #[inline(always)]
+    fn step<C: Clock>(&mut self, now: u64, clock: &C, out: &mut ThreadOutcome) -> bool {
+        if now.wrapping_sub(self.last) > self.gap {
+            self.on_gap(clock, out);
+            true
+        } else {
+            self.last = now;
+            false
+        }
+    }
+}
+
+/// The current job of a PERIODIC thread or frame window of a CPU_PERIODIC thread.
+#[derive(Clone, Copy)]
+struct Job {
+    /// Release (PERIODIC) or window start (CPU_PERIODIC).
+    release: u64,
+    deadline: u64,
+    /// CPU time received when the job began.
+    mark: u64,
+    first_run: u64,
+}
+
+impl Job {
+    /// When the job received `amount`, if that happened by its deadline and within the run.
+    fn completed(&self, p: &Poll<'_>, amount: u64, finish: u64) -> Option<u64> {
+        let target = self.mark + amount;
+        let done_at = p.completion_at(target);
+        (p.received(p.last) >= target && done_at <= self.deadline && done_at <= finish)
+            .then_some(done_at)
+    }
+
+    /// True when the deadline has passed, within the run, without completion.
+    fn missed(&self, now: u64, finish: u64) -> bool {
+        now >= self.deadline && self.deadline <= finish
+    }
+
+    /// Counts the job as a hit or a miss and logs it.
+    fn account(&self, end: u64, received: u64, hit: bool, out: &mut ThreadOutcome) {
+        if hit {
+            out.hits += 1;
+        } else {
+            out.misses += 1;
+        }
+        out.log_job(JobRecord {
+            release: self.release,
+            deadline: self.deadline,
+            first_run: self.first_run,
+            end,
+            received,
+            hit,
+        });
+    }
+}
+
+/// Per-model state.
+enum State {
+    Cpu,
+    Yield { amount: u64, mark: u64 },
+    Periodic { amount: u64, period: u64, job: Job },
+    CpuPeriodic { amount: u64, period: u64, job: Job },
+}
+
+impl State {
+    fn new(model: Model, plan: &ThreadPlan, p: &Poll<'_>) -> State {
+        // The first job is released at the thread's start.
+        let first = |period: u64| Job {
+            release: plan.start,
+            deadline: plan.start + period,
+            mark: 0,
+            first_run: p.exec_start,
+        };
+        match model {
+            Model::Cpu | Model::Lat { .. } => State::Cpu,
+            Model::Yield { amount } => State::Yield { amount, mark: 0 },
+            Model::Periodic { amount, period } => State::Periodic {
+                amount,
+                period,
+                job: first(period),
+            },
+            Model::CpuPeriodic { amount, period } => State::CpuPeriodic {
+                amount,
+                period,
+                job: first(period),
+            },
+        }
+    }
+
+    /// The earliest counter value at which [`State::handle`] has something to do.
+    #[inline]
+    fn next_event(&self, plan: &ThreadPlan, p: &Poll<'_>) -> u64 {
+        let base = plan.finish.min(p.check_at);
+        match *self {
+            State::Cpu => base,
+            State::Yield { amount, mark } => base.min(p.completion_at(mark + amount)),
+            State::Periodic { amount, job, .. } | State::CpuPeriodic { amount, job, .. } => base
+                .min(job.deadline)
+                .min(p.completion_at(job.mark + amount)),
+        }
+    }
+
+    /// Handles everything due at `p.last`; returns `false` when the thread is done.
+    #[cold]
+    #[inline(never)]
+    fn handle<C: Clock, O: ThreadOps>(
+        &mut self,
+        plan: &ThreadPlan,
+        p: &mut Poll<'_>,
+        clock: &C,
+        ops: &mut O,
+        out: &mut ThreadOutcome,
+    ) -> bool {
+        if p.last >= p.check_at {
+            if ops.stop_requested() {
+                out.stopped = true;
+                return false;
+            }
+            p.check_at = p.last.saturating_add(plan.check_interval);
+        }
+        // A period counts when it ends within the run, so deadlines are checked even at the
+        // finish time; a job still running at the finish with a later deadline is not counted.
+        let finish = plan.finish;
+        let at_finish = p.last >= finish;
+        match self {
+            State::Cpu => !at_finish,
+            State::Yield { amount, mark } => {
+                if at_finish {
+                    return false;
+                }
+                if p.received(p.last) >= *mark + *amount {
+                    out.yields += 1;
+                    p.pending = EndReason::Yielded;
+                    ops.yield_cpu();
+                    let now = clock.now();
+                    if !p.step(now, clock, out) {
+                        p.pending = EndReason::Preempted;
+                    }
+                    *mark = p.received(p.last);
+                }
+                true
+            }
+            State::Periodic {
+                amount,
+                period,
+                job,
+            } => loop {
+                let now = p.last;
+                if let Some(done_at) = job.completed(p, *amount, finish) {
+                    job.account(done_at, *amount, true, out);
+                    let next = job.release + *period;
+                    if next >= finish {
+                        return false;
+                    }
+                    p.close(EndReason::Blocked, out);
+                    if !ops.sleep_until(next) {
+                        out.stopped = true;
+                        return false;
+                    }
+                    p.open_now(clock);
+                    *job = Job {
+                        release: next,
+                        deadline: next + *period,
+                        mark: p.closed,
+                        first_run: p.exec_start,
+                    };
+                } else if job.missed(now, finish) {
+                    job.account(job.deadline, p.received(now) - job.mark, false, out);
+                    // The late job is dropped; the next one was released at this deadline.
+                    *job = Job {
+                        release: job.release + *period,
+                        deadline: job.deadline + *period,
+                        mark: p.received(now),
+                        first_run: now,
+                    };
+                    if job.release >= finish {
+                        return false;
+                    }
+                } else {
+                    return !at_finish;
+                }
+            },
+            State::CpuPeriodic {
+                amount,
+                period,
+                job,
+            } => loop {
+                let now = p.last;
+                if let Some(done_at) = job.completed(p, *amount, finish) {
+                    job.account(done_at, *amount, true, out);
+                    // A frame is done: the next period starts now.
+                    *job = Job {
+                        release: done_at,
+                        deadline: done_at + *period,
+                        mark: job.mark + *amount,
+                        first_run: done_at,
+                    };
+                } else if job.missed(now, finish) {
+                    job.account(job.deadline, p.received(now) - job.mark, false, out);
+                    // The frame goes on into the next window.
+                    job.release = job.deadline;
+                    job.deadline += *period;
+                } else {
+                    return !at_finish;
+                }
+            },
+        }
+    }
+}
+
+fn poll<C: Clock, O: ThreadOps, const SCAN: bool>(
+    plan: &ThreadPlan,
+    clock: &C,
+    ops: &mut O,
+    trace: &TraceBuffer,
+    scan: &mut [u64],
+    out: &mut ThreadOutcome,
+) {
+    if !ops.sleep_until(plan.start) {
+        out.stopped = true;
+        return;
+    }
+    let mut p = Poll {
+        thread: plan.thread,
+        gap: plan.gap,
+        exec_start: 0,
+        last: 0,
+        cpu: 0,
+        closed: 0,
+        open: false,
+        pending: EndReason::Preempted,
+        check_at: 0,
+        trace,
+    };
+    p.open_now(clock);
+    p.check_at = p.last.saturating_add(plan.check_interval);
+    out.first = p.exec_start;
+    let mut state = State::new(plan.model, plan, &p);
+    let mut next = state.next_event(plan, &p);
+    let mut iterations: u64 = 0;
+    let mut passes: u64 = 0;
+    let mut si: usize = 0;
+    let scan_len = scan.len();
+    loop {
+        let now = clock.now();
+        iterations += 1;
+        if p.step(now, clock, out) {
+            next = state.next_event(plan, &p);
+        }
+        if SCAN {
+            // One read-modify-write per 64-byte cache line, sequentially (§3.2 CPU_SCAN).
+            if let Some(x) = scan.get_mut(si) {
+                *x = x.wrapping_add(1);
+            }
+            si += 8;
+            if si >= scan_len {
+                si = 0;
+                passes += 1;
+            }
+        }
+        if p.last >= next {
+            if !state.handle(plan, &mut p, clock, ops, out) {
+                break;
+            }
+            next = state.next_event(plan, &p);
+        }
+    }
+    if p.open {
+        p.close(EndReason::Finished, out);
+    }
+    out.iterations = iterations;
+    out.scan_passes = passes;
+    out.received = p.closed;
+    out.last = p.last;
+}
+
+fn run_lat<C: Clock, O: ThreadOps>(
+    plan: &ThreadPlan,
+    period: u64,
+    clock: &C,
+    ops: &mut O,
+    out: &mut ThreadOutcome,
+) {
+    if !ops.sleep_until(plan.start) {
+        out.stopped = true;
+        return;
+    }
+    let mut now = clock.now();
+    out.first = now;
+    loop {
+        if ops.stop_requested() {
+            out.stopped = true;
+            break;
+        }
+        let target = now + period;
+        if target > plan.finish {
+            break;
+        }
+        if !ops.sleep_until(target) {
+            out.stopped = true;
+            break;
+        }
+        now = clock.now();
+        if out.latencies.len() < out.latencies.capacity() {
+            out.latencies.push(LatSample {
+                target,
+                wakeup: now,
+            });
+        } else {
+            out.latencies_dropped += 1;
+        }
+        out.iterations += 1;
+    }
+    out.last = now;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::mock::Script;
+    use super::*;
+
+    fn plan(model: Model, finish: u64, gap: u64) -> ThreadPlan {
+        ThreadPlan {
+            thread: 0,
+            model,
+            start: 0,
+            finish,
+            gap,
+            check_interval: 1_000_000,
+        }
+    }
+
+    fn run(plan: &ThreadPlan, script: Script, capacity: usize) -> (ThreadOutcome, Vec<Record>) {
+        let (clock, mut ops) = script.into_pair();
+        let trace = TraceBuffer::new(capacity);
+        let mut out = ThreadOutcome::with_capacity(64, 64);
+        run_thread(plan, &clock, &mut ops, &trace, &mut [], &mut out);
+        (out, trace.records())
+    }
+
+    /// PERIODIC 100 ticks in every 400 over ten periods, gap threshold 50.
+    fn periodic_100_in_400(script: Script) -> (ThreadOutcome, Vec<Record>) {
+        let m = Model::Periodic {
+            amount: 100,
+            period: 400,
+        };
+        run(&plan(m, 4000, 50), script, 64)
+    }
+
+    fn rec(start: u64, end: u64, reason: EndReason) -> Record {
+        Record {
+            thread: 0,
+            cpu: 0,
+            start,
+            end,
+            reason,
+        }
+    }
+
+    /// Figure 2 on a scripted clock: reads every 10 ticks, the thread loses the CPU during
+    /// [300, 400) and [700, 750); the trace holds exactly the three intervals between.
+    #[test]
+    fn scripted_gaps_give_the_exact_trace() {
+        let script = Script::new(10).unavailable(&[(300, 400), (700, 750)]);
+        let (out, recs) = run(&plan(Model::Cpu, 1000, 50), script, 16);
+        assert_eq!(
+            recs,
+            vec![
+                rec(10, 290, EndReason::Preempted),
+                rec(410, 690, EndReason::Preempted),
+                rec(760, 1000, EndReason::Finished),
+            ]
+        );
+        assert_eq!(out.received, 280 + 280 + 240);
+        assert_eq!(out.preemptions, 2);
+        assert_eq!((out.records, out.dropped), (3, 0));
+        assert!(!out.stopped);
+    }
+
+    /// A difference equal to the threshold is not a gap; one tick more is.
+    #[test]
+    fn threshold_is_exclusive() {
+        let script = Script::new(10).unavailable(&[(300, 340), (600, 641)]);
+        let (_, recs) = run(&plan(Model::Cpu, 1000, 50), script, 16);
+        assert_eq!(
+            recs,
+            vec![
+                rec(10, 590, EndReason::Preempted),
+                rec(651, 1001, EndReason::Finished)
+            ]
+        );
+    }
+
+    #[test]
+    fn records_carry_the_cpu_after_a_migration() {
+        let script = Script::new(10)
+            .unavailable(&[(300, 400)])
+            .cpu_from(&[(0, 2), (400, 5)]);
+        let (_, recs) = run(&plan(Model::Cpu, 600, 50), script, 16);
+        assert_eq!(recs.iter().map(|r| r.cpu).collect::<Vec<_>>(), vec![2, 5]);
+    }
+
+    #[test]
+    fn overflow_is_counted_not_silent() {
+        let script = Script::new(10).unavailable(&[(100, 200), (300, 400), (500, 600), (700, 800)]);
+        let (out, recs) = run(&plan(Model::Cpu, 1000, 50), script, 2);
+        assert_eq!(recs.len(), 2);
+        assert_eq!((out.records, out.dropped), (2, 3));
+    }
+
+    /// PERIODIC 100 in 400 over ten periods; the CPU is taken away for most of job 3's period,
+    /// so job 3 misses and every other job hits. Each period is counted once.
+    #[test]
+    fn periodic_hits_and_misses_are_exact() {
+        let (out, recs) = run(
+            &plan(
+                Model::Periodic {
+                    amount: 100,
+                    period: 400,
+                },
+                4000,
+                50,
+            ),
+            Script::new(10),
+            64,
+        );
+        assert_eq!((out.hits, out.misses), (10, 0));
+        assert!(recs.iter().all(|r| r.end - r.start == 100));
+        assert_eq!(recs[0].reason, EndReason::Blocked);
+
+        let script = Script::new(10).unavailable(&[(1250, 1590)]);
+        let (out, _) = periodic_100_in_400(script);
+        assert_eq!((out.hits, out.misses), (9, 1));
+        let missed: Vec<_> = out.jobs.iter().filter(|j| !j.hit).collect();
+        assert_eq!(missed.len(), 1);
+        assert_eq!((missed[0].release, missed[0].deadline), (1200, 1600));
+        assert_eq!(missed[0].received, 30);
+        // The job released at the missed deadline ran at once and hit.
+        let next = out.jobs.iter().find(|j| j.release == 1600).expect("job 4");
+        assert!(next.hit);
+        assert_eq!(next.end, 1700);
+    }
+
+    /// A thread starved for several whole periods misses each of them: no coordinated omission.
+    #[test]
+    fn periodic_counts_every_starved_period() {
+        let script = Script::new(10).unavailable(&[(150, 1750)]);
+        let (out, _) = run(
+            &plan(
+                Model::Periodic {
+                    amount: 200,
+                    period: 400,
+                },
+                4000,
+                50,
+            ),
+            script,
+            64,
+        );
+        // Periods [0,400) .. [1200,1600) all pass without 200 ticks of CPU: four misses.
+        // The job released at 1600 starts at 1760 and needs until 1960: a hit. Then five more.
+        assert_eq!(out.misses, 4);
+        assert_eq!(out.hits + out.misses, 10);
+    }
+
+    /// Late wakeups: each wake is 350 ticks late, so only 50 ticks remain before the deadline
+    /// and a job released by the timer misses; the job released at that missed deadline starts
+    /// at once (no sleep) and hits.
+    #[test]
+    fn periodic_wakeup_latency_causes_misses() {
+        let script = Script::new(10).wake_latency(&[0], 350);
+        let (out, _) = run(
+            &plan(
+                Model::Periodic {
+                    amount: 100,
+                    period: 400,
+                },
+                2000,
+                50,
+            ),
+            script,
+            64,
+        );
+        assert_eq!((out.hits, out.misses), (3, 2));
+        let pattern: Vec<bool> = out.jobs.iter().map(|j| j.hit).collect();
+        assert_eq!(pattern, vec![true, false, true, false, true]);
+    }
+
+    /// CPU_PERIODIC 100 every 300: a frame completes every 100 ticks while the CPU is free;
+    /// starved from 200 to 900, two windows pass without a frame.
+    #[test]
+    fn cpu_periodic_hits_and_misses_are_exact() {
+        let m = Model::CpuPeriodic {
+            amount: 100,
+            period: 300,
+        };
+        let (out, _) = run(&plan(m, 1000, 50), Script::new(10), 16);
+        // Frames complete at 110, 210, ..., 910.
+        assert_eq!((out.hits, out.misses), (9, 0));
+
+        let (out, _) = run(
+            &plan(m, 1000, 50),
+            Script::new(10).unavailable(&[(200, 900)]),
+            16,
+        );
+        // Frame 1 at 110 (window 110..410); 180 ticks by 190, then nothing until 910:
+        // windows 110..410 and 410..710 miss; the frame completes at 930 in window 710..1010.
+        assert_eq!((out.hits, out.misses), (2, 2));
+        let ends: Vec<(u64, bool)> = out.jobs.iter().map(|j| (j.end, j.hit)).collect();
+        assert_eq!(
+            ends,
+            vec![(110, true), (410, false), (710, false), (930, true)]
+        );
+    }
+
+    /// LAT: each wakeup's lateness is exactly the scripted wake latency, and the next period is
+    /// measured from the actual wakeup (self-synchronising).
+    #[test]
+    fn lat_lateness_is_exact() {
+        let lat = [0u64, 5, 7, 0, 30, 2];
+        let script = Script::new(1).wake_latency(&lat, 0);
+        let (out, recs) = run(&plan(Model::Lat { period: 100 }, 1000, 50), script, 16);
+        assert!(recs.is_empty(), "LAT threads make no trace records");
+        let late: Vec<u64> = out.latencies.iter().map(|s| s.wakeup - s.target).collect();
+        // The read after each wake costs one tick of the scripted clock.
+        assert_eq!(late[..5], [6, 8, 1, 31, 3]);
+        let targets: Vec<u64> = out.latencies.iter().map(|s| s.target).collect();
+        assert_eq!(targets[..3], [101, 207, 315]);
+        assert!(out.latencies.iter().all(|s| s.target <= 1000));
+    }
+
+    #[test]
+    fn yield_closes_a_record_only_when_the_cpu_was_lost() {
+        // The first yield loses the CPU for 100 ticks; the second returns at once.
+        let script = Script::new(10).yield_gaps(&[100, 0]);
+        let (out, recs) = run(&plan(Model::Yield { amount: 50 }, 400, 50), script, 16);
+        assert_eq!(recs[0].reason, EndReason::Yielded);
+        assert_eq!(recs[0].end - recs[0].start, 50);
+        assert!(out.yields >= 2);
+        assert_eq!(out.preemptions, 0);
+        assert_eq!(
+            recs.iter()
+                .filter(|r| r.reason == EndReason::Yielded)
+                .count(),
+            1
+        );
+    }
+
+    #[test]
+    fn stop_request_ends_the_run_and_keeps_the_trace() {
+        let script = Script::new(10).stop_at(500);
+        let mut p = plan(Model::Cpu, 10_000, 50);
+        p.check_interval = 100;
+        let (out, recs) = run(&p, script, 16);
+        assert!(out.stopped);
+        assert_eq!(recs.len(), 1);
+        assert!(recs[0].end >= 500 && recs[0].end < 700, "{:?}", recs[0]);
+
+        let script = Script::new(10).stop_at(250);
+        let (out, _) = run(
+            &plan(
+                Model::Periodic {
+                    amount: 100,
+                    period: 400,
+                },
+                4000,
+                50,
+            ),
+            script,
+            16,
+        );
+        assert!(out.stopped);
+        assert_eq!((out.hits, out.misses), (1, 0));
+    }
+
+    /// Regression: the period that ends exactly at the finish time was not counted when its job
+    /// missed, because the finish check came before the deadline check.
+    #[test]
+    fn the_last_period_is_counted_even_when_it_misses() {
+        let script = Script::new(10).unavailable(&[(3650, 4100)]);
+        let (out, _) = periodic_100_in_400(script);
+        assert_eq!((out.hits, out.misses), (9, 1));
+        let last = out.jobs.last().expect("jobs");
+        assert_eq!((last.release, last.deadline, last.hit), (3600, 4000, false));
+        // A CPU_PERIODIC window ending at the finish is counted too.
+        let script = Script::new(10).unavailable(&[(50, 5000)]);
+        let m = Model::CpuPeriodic {
+            amount: 100,
+            period: 500,
+        };
+        let (out, _) = run(&plan(m, 1000, 50), script, 16);
+        assert_eq!((out.hits, out.misses), (0, 2));
+    }
+
+    /// Regression: gaps more frequent than the stop-check interval used to push the check
+    /// forward on every gap, so a CPU-bound thread never saw a stop request.
+    #[test]
+    fn stop_is_seen_when_gaps_are_more_frequent_than_the_check_interval() {
+        let gaps: Vec<(u64, u64)> = (1..400).map(|k| (k * 50, k * 50 + 20)).collect();
+        let script = Script::new(1).unavailable(&gaps).stop_at(1000);
+        let mut p = plan(Model::Cpu, 20_000, 10);
+        p.check_interval = 100;
+        let (out, recs) = run(&p, script, 1000);
+        assert!(out.stopped);
+        let end = recs.last().map(|r| r.end).unwrap_or(0);
+        assert!((1000..1200).contains(&end), "stopped at {end}");
+    }
+
+    #[test]
+    fn scanning_counts_passes() {
+        let (clock, mut ops) = Script::new(10).into_pair();
+        let trace = TraceBuffer::new(4);
+        let mut out = ThreadOutcome::with_capacity(0, 0);
+        let mut ws = vec![0u64; 64]; // 8 cache lines
+        run_thread(
+            &plan(Model::Cpu, 1000, 50),
+            &clock,
+            &mut ops,
+            &trace,
+            &mut ws,
+            &mut out,
+        );
+        assert_eq!(out.scan_passes, out.iterations / 8);
+        assert!(ws.iter().step_by(8).all(|&x| x > 0));
+    }
+}

@@ -1,0 +1,27 @@
+//! sandglass measures, explains and predicts the timing service that Linux gives to
+//! time-critical work, from user space.
+//!
+//! This crate is the library behind the `sandglass` command: units and time strings, CPU lists,
+//! scheduling policies, Hourglass's thread models and command line, the execution-trace engine,
+//! the clock calibration, the system snapshot and the run directory. It contains no `unsafe`;
+//! every system call goes through `sandglass-sys`. Its core returns data and never prints.
+
+#![forbid(unsafe_code)]
+
+pub mod analysis;
+pub mod clock;
+pub mod cpulist;
+pub mod duration;
+pub mod engine;
+pub mod hourglass;
+pub mod model;
+pub mod os;
+pub mod policy;
+pub mod stats;
+pub mod store;
+pub mod survey;
+pub mod system;
+pub mod units;
+pub mod warning;
+
+pub use units::Nanos;

@@ -1,0 +1,390 @@
+//! The engine's operations on the real kernel: timers, yields, policies, memory and PM QoS.
+//!
+//! [`OsOps`] implements [`ThreadOps`] for one measuring thread with one of Hourglass's timer
+//! sources. The engine asks to sleep until a counter value; each timer is armed with the
+//! `CLOCK_MONOTONIC` time of that value, computed from a pair (counter, CLOCK_MONOTONIC) read
+//! just before the sleep and the calibrated rate, so the conversion error is the rate's
+//! uncertainty times the time left (nanoseconds), not times the age of the run. NATIVE sleeps
+//! for the time left, which is what a relative timer means. A sleep interrupted by a signal
+//! re-checks the stop flag and sleeps again if no stop was requested.
+
+use crate::clock::Calibration;
+use crate::engine::{Clock, ThreadOps};
+use crate::model::TimerKind;
+use crate::policy::Policy;
+use crate::system::Privileges;
+use crate::units::Nanos;
+use sandglass_sys::clock::{sleep_for, sleep_until, ClockId};
+use sandglass_sys::sched::{self, Tid};
+use sandglass_sys::timer::{PosixTimer, Rtc, TimerFd};
+use sandglass_sys::Errno;
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// The RTC's periodic-interrupt rate (Hourglass §3.3: "at 1024 Hz it provides 976 µs
+/// resolution").
+pub const RTC_HZ: u64 = 1024;
+
+/// The paths tried for the RTC device.
+pub const RTC_PATHS: [&str; 2] = ["/dev/rtc", "/dev/rtc0"];
+
+/// A timer source, ready to use in the thread that created it.
+pub enum OsTimer {
+    Native,
+    Hr,
+    Timerfd(TimerFd),
+    Posix(PosixTimer),
+    Busy,
+    Rtc(Rtc),
+}
+
+/// Creates the timer of `kind` for the calling thread. POSIX timers need the timer signal
+/// blocked in this thread (the run blocks it before creating threads).
+pub fn make_timer(kind: TimerKind) -> Result<OsTimer, String> {
+    Ok(match kind {
+        TimerKind::Native => OsTimer::Native,
+        TimerKind::Hr => OsTimer::Hr,
+        TimerKind::Busy => OsTimer::Busy,
+        TimerKind::Timerfd => {
+            OsTimer::Timerfd(TimerFd::new().map_err(|e| format!("timerfd_create failed: {e}"))?)
+        }
+        TimerKind::Posix => OsTimer::Posix(
+            PosixTimer::new_for_thread(sched::gettid(), sandglass_sys::signal::timer_signal())
+                .map_err(|e| format!("timer_create failed: {e}"))?,
+        ),
+        TimerKind::Rtc => {
+            let path = rtc_path().ok_or_else(rtc_missing_message)?;
+            let rtc = Rtc::open(std::path::Path::new(path))
+                .map_err(|e| format!("-i RTC: cannot open {path}: {e}; use -i HR instead"))?;
+            rtc.start_periodic(RTC_HZ).map_err(|e| {
+                format!("-i RTC: cannot start {RTC_HZ} Hz periodic interrupts on {path}: {e} (rates above 64 Hz need root or /proc/sys/dev/rtc/max-user-freq); use -i HR instead")
+            })?;
+            OsTimer::Rtc(rtc)
+        }
+    })
+}
+
+/// The first RTC device that exists.
+pub fn rtc_path() -> Option<&'static str> {
+    RTC_PATHS
+        .iter()
+        .copied()
+        .find(|p| std::path::Path::new(p).exists())
+}
+
+/// The error for `-i RTC` on a machine without an RTC device.
+pub fn rtc_missing_message() -> String {
+    "-i RTC: this machine has no /dev/rtc (the kernel has no RTC driver, common in virtual machines); use -i HR, the high-resolution timer (clock_nanosleep), instead".to_string()
+}
+
+/// The operating system as one measuring thread sees it.
+pub struct OsOps<C: Clock> {
+    pub clock: C,
+    pub calibration: Calibration,
+    pub timer: OsTimer,
+    pub stop: Arc<AtomicBool>,
+    /// The first unexpected timer error; the thread stops when one happens.
+    pub error: Option<String>,
+}
+
+impl<C: Clock> OsOps<C> {
+    fn fail(&mut self, what: &str, e: Errno) -> bool {
+        if self.error.is_none() {
+            self.error = Some(format!("{what} failed: {e}"));
+        }
+        false
+    }
+}
+
+impl<C: Clock> ThreadOps for OsOps<C> {
+    fn sleep_until(&mut self, target: u64) -> bool {
+        loop {
+            if self.stop.load(Ordering::Relaxed) {
+                return false;
+            }
+            let now = self.clock.now();
+            if now >= target {
+                return true;
+            }
+            // Re-anchor: CLOCK_MONOTONIC now, plus the time left at the calibrated rate.
+            let mono_now = sandglass_sys::clock::now_ns(ClockId::Monotonic);
+            let left = (target - now) as f64 * 1e9 / self.calibration.monotonic_frequency_hz;
+            let mono = mono_now + left.round() as u64;
+            let result = match &mut self.timer {
+                OsTimer::Native => sleep_for(self.calibration.ns_for_ticks(target - now)),
+                OsTimer::Hr => sleep_until(ClockId::Monotonic, mono),
+                OsTimer::Timerfd(t) => t.arm_at(mono).and_then(|_| t.wait().map(|_| ())),
+                OsTimer::Posix(t) => t.arm_at(mono).and_then(|_| t.wait()),
+                OsTimer::Busy => {
+                    while self.clock.now() < target {
+                        if self.stop.load(Ordering::Relaxed) {
+                            return false;
+                        }
+                    }
+                    return true;
+                }
+                OsTimer::Rtc(r) => match r.wait() {
+                    // Each read returns at the next interrupt; keep reading until the target.
+                    Ok(_) => continue,
+                    Err(e) => Err(e),
+                },
+            };
+            match result {
+                Ok(()) => return true,
+                Err(e) if e == Errno::EINTR => continue,
+                Err(e) => return self.fail("waiting on the timer", e),
+            }
+        }
+    }
+
+    fn yield_cpu(&mut self) {
+        sched::yield_now();
+    }
+
+    fn stop_requested(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+}
+
+/// The policy a thread asked for, what the kernel applied, and why they differ.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AppliedPolicy {
+    pub requested: Policy,
+    /// As read back with `sched_getattr`.
+    pub effective: Option<Policy>,
+    /// Why the effective policy is lower than the requested one, with the fix.
+    pub downgraded: Option<String>,
+}
+
+/// Why a policy could not be applied at all.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PolicyFailure {
+    /// SCHED_DEADLINE admission control refused the bandwidth (EBUSY).
+    Admission,
+    /// The kernel refused the parameters (EINVAL and the like).
+    Refused(String),
+}
+
+/// What to tell the user when the kernel refused `p` for lack of privilege.
+pub fn downgrade_message(p: &Policy, e: Errno) -> String {
+    let exe = "$(command -v sandglass)";
+    match p {
+        Policy::Fifo { priority } | Policy::RoundRobin { priority } => format!(
+            "{} was refused ({}): running at SCHED_OTHER nice 0 instead. Grant CAP_SYS_NICE (sudo setcap cap_sys_nice+ep {exe}) or raise the real-time priority limit (ulimit -r {priority}, or 'rtprio' in /etc/security/limits.conf)",
+            p.describe(),
+            e.name()
+        ),
+        Policy::Deadline { .. } => format!(
+            "{} was refused ({}): running at SCHED_OTHER nice 0 instead. SCHED_DEADLINE needs CAP_SYS_NICE: run as root or sudo setcap cap_sys_nice+ep {exe}",
+            p.describe(),
+            e.name()
+        ),
+        Policy::Other { nice } | Policy::Batch { nice } => format!(
+            "{} was refused ({}): running at nice 0 instead. Grant CAP_SYS_NICE or raise the nice limit (ulimit -e {})",
+            p.describe(),
+            e.name(),
+            20 - nice
+        ),
+        Policy::Idle => format!("{} was refused ({})", p.describe(), e.name()),
+    }
+}
+
+/// Applies `p` to the calling thread, falling back to SCHED_OTHER nice 0 when a privilege is
+/// missing, and reads back what the kernel applied. `privileged` says whether the process has
+/// CAP_SYS_NICE: then a refusal is not about privilege, and it is reported as a failure.
+pub fn apply_policy(p: &Policy, privileged: bool) -> Result<AppliedPolicy, PolicyFailure> {
+    let read_back = || {
+        sched::get_attr(Tid::SELF)
+            .ok()
+            .and_then(|a| Policy::from_attr(&a))
+    };
+    match sched::set_attr(Tid::SELF, &p.to_attr()) {
+        Ok(()) => Ok(AppliedPolicy {
+            requested: *p,
+            effective: read_back(),
+            downgraded: None,
+        }),
+        Err(e) if (e == Errno::EPERM || e == Errno::EACCES) && privileged => {
+            Err(PolicyFailure::Refused(if p.is_deadline() {
+                format!("the kernel refused {} ({}) although the process has CAP_SYS_NICE: a SCHED_DEADLINE thread's CPU affinity must span its whole root domain, so run without taskset or cpuset restrictions", p.describe(), e.name())
+            } else {
+                format!("the kernel refused {} ({}) although the process has CAP_SYS_NICE: the process's cgroup may have no real-time budget (cpu.rt_runtime_us)", p.describe(), e.name())
+            }))
+        }
+        Err(e) if e == Errno::EPERM || e == Errno::EACCES => {
+            let fallback = Policy::Other { nice: 0 };
+            let _ = sched::set_attr(Tid::SELF, &fallback.to_attr());
+            Ok(AppliedPolicy {
+                requested: *p,
+                effective: read_back(),
+                downgraded: Some(downgrade_message(p, e)),
+            })
+        }
+        Err(e) if e == Errno::EBUSY && p.is_deadline() => Err(PolicyFailure::Admission),
+        Err(e) => Err(PolicyFailure::Refused(format!(
+            "the kernel refused {}: {e}",
+            p.describe()
+        ))),
+    }
+}
+
+/// SCHED_DEADLINE bandwidth as the kernel computes it: `runtime · 2^20 / period`, rounded down.
+pub fn deadline_bandwidth(runtime: Nanos, period: Nanos) -> u64 {
+    if period.0 == 0 {
+        return 0;
+    }
+    ((u128::from(runtime.0) << 20) / u128::from(period.0)) as u64
+}
+
+/// The message for a refused reservation: what was asked, what the kernel's limit allows, and
+/// what this run already holds.
+pub fn admission_message(
+    thread: usize,
+    p: &Policy,
+    held_by_run: f64,
+    cpus: usize,
+    rt_runtime_us: Option<i64>,
+    rt_period_us: Option<i64>,
+) -> String {
+    let (runtime, period) = match p {
+        Policy::Deadline {
+            runtime_ns,
+            period_ns,
+            ..
+        } => (*runtime_ns, *period_ns),
+        _ => (Nanos::ZERO, Nanos(1)),
+    };
+    let asked = runtime.0 as f64 / period.0 as f64 * 100.0;
+    let per_cpu = match (rt_runtime_us, rt_period_us) {
+        (Some(r), Some(p)) if r >= 0 && p > 0 => r as f64 / p as f64 * 100.0,
+        (Some(-1), _) => 100.0,
+        _ => 95.0,
+    };
+    let total = per_cpu * cpus as f64;
+    format!(
+        "thread {thread}: the kernel refused the reservation {runtime}/{period} ({asked:.1}% of a CPU; EBUSY from SCHED_DEADLINE admission control). It admits at most {per_cpu:.0}% per CPU x {cpus} CPUs = {total:.0}% in all; this run's other threads already hold {held_by_run:.1}%, and other SCHED_DEADLINE tasks and the fair server (5% per CPU on kernels since 6.12) count too. Ask for less, or stop other deadline tasks"
+    )
+}
+
+/// Holds `/dev/cpu_dma_latency` at a value while it lives (the kernel keeps the request only
+/// as long as the file stays open).
+pub struct PmQos {
+    _file: std::fs::File,
+    pub value_us: u32,
+}
+
+/// Asks the kernel to keep CPU wakeup latency at or below `us` microseconds.
+pub fn hold_cpu_dma_latency(us: u32) -> std::io::Result<PmQos> {
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/cpu_dma_latency")?;
+    f.write_all(&(us as i32).to_ne_bytes())?;
+    Ok(PmQos {
+        _file: f,
+        value_us: us,
+    })
+}
+
+/// Locks all memory when that cannot make a later allocation fail; otherwise returns the
+/// warning text (buffers are prefaulted in every case).
+pub fn lock_memory(privs: &Privileges) -> Result<(), String> {
+    let unlimited = privs.rlimit_memlock_bytes.is_none();
+    if privs.euid == 0 || privs.cap_ipc_lock || unlimited {
+        sandglass_sys::mem::lock_all().map_err(|e| {
+            format!("memory not locked: mlockall failed ({e}); buffers were prefaulted instead, but page faults may still show as gaps")
+        })
+    } else {
+        Err(format!(
+            "memory not locked: the locked-memory limit is {} KiB and the process lacks CAP_IPC_LOCK, so locking everything could make a later allocation fail. Buffers were prefaulted instead. Raise the limit (ulimit -l unlimited) or grant CAP_IPC_LOCK",
+            privs.rlimit_memlock_bytes.unwrap_or(0) / 1024
+        ))
+    }
+}
+
+/// Touches 128 KiB of the calling thread's stack so that its pages are present before a
+/// measurement starts.
+#[inline(never)]
+pub fn prefault_stack() {
+    let buf = [1u8; 128 * 1024];
+    std::hint::black_box(&buf);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::{Calibration, CounterKind, RawClock};
+
+    #[test]
+    fn bandwidth_is_the_kernels_fixed_point() {
+        // 3 ms / 8 ms = 0.375 → 0.375 · 2^20 = 393216.
+        assert_eq!(
+            deadline_bandwidth(Nanos::from_millis(3), Nanos::from_millis(8)),
+            393_216
+        );
+        // 17/33 · 2^20 = 540175.5... → 540175.
+        assert_eq!(
+            deadline_bandwidth(Nanos::from_millis(17), Nanos::from_millis(33)),
+            540_175
+        );
+        assert_eq!(deadline_bandwidth(Nanos(1), Nanos(0)), 0);
+    }
+
+    #[test]
+    fn messages_name_the_fix() {
+        let m = downgrade_message(&Policy::Fifo { priority: 95 }, Errno::EPERM);
+        assert!(
+            m.contains("CAP_SYS_NICE") && m.contains("ulimit -r 95"),
+            "{m}"
+        );
+        let d = Policy::deadline(
+            Nanos::from_millis(3),
+            Nanos::from_millis(8),
+            Nanos::from_millis(8),
+            false,
+        )
+        .expect("valid");
+        let m = admission_message(0, &d, 10.0, 2, Some(950_000), Some(1_000_000));
+        assert!(
+            m.contains("37.5%") && m.contains("95% per CPU x 2 CPUs = 190%"),
+            "{m}"
+        );
+        assert!(rtc_missing_message().contains("-i HR"));
+    }
+
+    #[test]
+    fn every_timer_sleeps_to_its_target() {
+        let cal = Calibration::measure(CounterKind::MonotonicRaw, 10_000_000);
+        for kind in [
+            TimerKind::Native,
+            TimerKind::Hr,
+            TimerKind::Timerfd,
+            TimerKind::Posix,
+            TimerKind::Busy,
+        ] {
+            std::thread::spawn(move || {
+                sandglass_sys::signal::block(&[sandglass_sys::signal::timer_signal()])
+                    .expect("block");
+                let mut ops = OsOps {
+                    clock: RawClock,
+                    calibration: cal,
+                    timer: make_timer(kind).expect("timer"),
+                    stop: Arc::new(AtomicBool::new(false)),
+                    error: None,
+                };
+                let target = ops.clock.now() + 2_000_000;
+                assert!(ops.sleep_until(target), "{kind:?}");
+                // Calibration error can make a timer wake a hair before the raw target.
+                assert!(ops.clock.now() + 50_000 >= target, "{kind:?} woke early");
+                assert!(ops.error.is_none());
+                ops.stop.store(true, Ordering::Relaxed);
+                assert!(
+                    !ops.sleep_until(target + 1_000_000_000),
+                    "{kind:?} ignored stop"
+                );
+            })
+            .join()
+            .expect("thread");
+        }
+    }
+}

@@ -1,0 +1,327 @@
+//! The run directory: every run is a self-describing directory.
+//!
+//! ```text
+//! sandglass-runs/20261122-101500-hourglass-3f2a/
+//!   manifest.json     schema version, tool, command line, state, times, system snapshot,
+//!                     clock calibration, resolved configuration, warnings, and every other
+//!                     file with its size and SHA-256
+//!   ...               the kind's data files (for hourglass: trace.csv, latency.csv, jobs.csv,
+//!                     summary.json, calibration.json)
+//! ```
+//!
+//! The manifest is written twice: with state `running` before the measurement starts (which
+//! also proves the directory is writable before anything is measured) and with the final state
+//! after every data file has been written. A directory whose manifest still says `running` was
+//! never finished (the process was killed). Each write goes to a temporary name first and is
+//! renamed into place, so no file is ever seen half-written under its final name.
+//!
+//! The format is versioned by `schema_version`; later versions add fields and files, never
+//! change the meaning of existing ones. `docs/run-format.md` documents it.
+
+use crate::system::SystemSnapshot;
+use crate::warning::Warning;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+use thiserror::Error;
+
+/// The version of the run-directory format this build writes.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The default parent directory of runs, relative to the working directory.
+pub const DEFAULT_BASE: &str = "sandglass-runs";
+
+/// The environment variable that overrides [`DEFAULT_BASE`].
+pub const BASE_ENV: &str = "SANDGLASS_RUNS_DIR";
+
+#[derive(Debug, Error)]
+pub enum StoreError {
+    #[error("run directory {0} already exists and is not empty: give another -o or remove it")]
+    NotEmpty(PathBuf),
+    #[error("cannot create run directory {path}: {source} (choose a writable place with -o DIR)")]
+    Create {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot encode {what}: {source}")]
+    Encode {
+        what: String,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// Who wrote a run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tool {
+    pub name: String,
+    pub version: String,
+    pub commit: String,
+}
+
+/// How far a run got.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunState {
+    /// The measurement started and the final manifest was never written.
+    Running,
+    /// Ran for its whole duration.
+    Completed,
+    /// Stopped early by SIGINT or SIGTERM; every result measured until then is kept.
+    Interrupted,
+    /// A thread failed to stop and the watchdog ended the run.
+    Watchdog,
+    /// Setup failed before or during the measurement.
+    Failed,
+}
+
+impl RunState {
+    pub fn name(self) -> &'static str {
+        match self {
+            RunState::Running => "running",
+            RunState::Completed => "completed",
+            RunState::Interrupted => "interrupted",
+            RunState::Watchdog => "ended by the watchdog",
+            RunState::Failed => "failed",
+        }
+    }
+}
+
+/// One data file of the run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileEntry {
+    pub name: String,
+    pub bytes: u64,
+    pub sha256: String,
+    /// The file's format and its version, such as `sandglass-trace-csv/1`.
+    pub format: String,
+    pub description: String,
+}
+
+/// `manifest.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub schema_version: u32,
+    pub id: String,
+    /// `hourglass`, and later `timer`, `noise`, ...
+    pub kind: String,
+    pub tool: Tool,
+    pub command_line: Vec<String>,
+    pub state: RunState,
+    /// RFC 3339 UTC.
+    pub started_at: String,
+    pub ended_at: Option<String>,
+    /// Why the run ended, for people.
+    pub end_detail: Option<String>,
+    pub system: SystemSnapshot,
+    /// The counter and its calibration.
+    pub clock: serde_json::Value,
+    /// The resolved configuration of the run's kind.
+    pub config: serde_json::Value,
+    pub warnings: Vec<Warning>,
+    pub files: Vec<FileEntry>,
+}
+
+/// The current time as RFC 3339 UTC with seconds.
+pub fn now_rfc3339() -> String {
+    humantime::format_rfc3339_seconds(SystemTime::now()).to_string()
+}
+
+fn run_id(kind: &str, attempt: u32) -> String {
+    let stamp: String = now_rfc3339()
+        .chars()
+        .filter(|c| c.is_ascii_digit())
+        .collect();
+    let (date, time) = stamp.split_at(8.min(stamp.len()));
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let mix = (nanos ^ (sandglass_sys::process::pid() as u32).rotate_left(16))
+        .wrapping_add(attempt.wrapping_mul(0x9e37_79b9));
+    format!("{date}-{time}-{kind}-{:04x}", (mix ^ (mix >> 16)) & 0xffff)
+}
+
+/// The parent directory of runs: `$SANDGLASS_RUNS_DIR` or `./sandglass-runs`.
+pub fn default_base() -> PathBuf {
+    std::env::var_os(BASE_ENV)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_BASE))
+}
+
+/// An open run directory.
+#[derive(Clone, Debug)]
+pub struct RunDir {
+    path: PathBuf,
+    id: String,
+}
+
+impl RunDir {
+    /// Creates the run directory: `explicit` when given (it must not exist or be empty),
+    /// otherwise a new uniquely named directory under `base`.
+    pub fn create(explicit: Option<&Path>, base: &Path, kind: &str) -> Result<RunDir, StoreError> {
+        let create = |p: &Path| {
+            std::fs::create_dir_all(p).map_err(|source| StoreError::Create {
+                path: p.to_path_buf(),
+                source,
+            })
+        };
+        if let Some(p) = explicit {
+            if p.exists() {
+                let empty = std::fs::read_dir(p)
+                    .map_err(|source| StoreError::Create {
+                        path: p.to_path_buf(),
+                        source,
+                    })?
+                    .next()
+                    .is_none();
+                if !empty {
+                    return Err(StoreError::NotEmpty(p.to_path_buf()));
+                }
+            } else {
+                create(p)?;
+            }
+            let id = p
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| run_id(kind, 0));
+            return Ok(RunDir {
+                path: p.to_path_buf(),
+                id,
+            });
+        }
+        create(base)?;
+        for attempt in 0..100 {
+            let id = run_id(kind, attempt);
+            let path = base.join(&id);
+            match std::fs::create_dir(&path) {
+                Ok(()) => return Ok(RunDir { path, id }),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(source) => return Err(StoreError::Create { path, source }),
+            }
+        }
+        Err(StoreError::Create {
+            path: base.to_path_buf(),
+            source: std::io::Error::other("could not find a free run name"),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Writes `data` to `name` atomically and returns its manifest entry.
+    pub fn write_file(
+        &self,
+        name: &str,
+        data: &[u8],
+        format: &str,
+        description: &str,
+    ) -> Result<FileEntry, StoreError> {
+        self.write_atomic(name, data)?;
+        Ok(FileEntry {
+            name: name.to_string(),
+            bytes: data.len() as u64,
+            sha256: sha256_hex(data),
+            format: format.to_string(),
+            description: description.to_string(),
+        })
+    }
+
+    /// Writes the manifest atomically.
+    pub fn write_manifest(&self, m: &Manifest) -> Result<(), StoreError> {
+        let mut text = serde_json::to_vec_pretty(m).map_err(|source| StoreError::Encode {
+            what: "manifest.json".into(),
+            source,
+        })?;
+        text.push(b'\n');
+        self.write_atomic("manifest.json", &text)
+    }
+
+    fn write_atomic(&self, name: &str, data: &[u8]) -> Result<(), StoreError> {
+        let final_path = self.path.join(name);
+        let tmp = self.path.join(format!(".{name}.tmp"));
+        let err = |source| StoreError::Write {
+            path: final_path.clone(),
+            source,
+        };
+        let mut f = std::fs::File::create(&tmp).map_err(err)?;
+        f.write_all(data).map_err(err)?;
+        f.sync_all().map_err(err)?;
+        drop(f);
+        std::fs::rename(&tmp, &final_path).map_err(err)
+    }
+}
+
+/// Lower-case hexadecimal SHA-256 of `data`.
+pub fn sha256_hex(data: &[u8]) -> String {
+    let digest = Sha256::digest(data);
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn creates_unique_directories_and_writes_atomically() {
+        let base = tempfile::tempdir().expect("tempdir");
+        let a = RunDir::create(None, base.path(), "hourglass").expect("create");
+        let b = RunDir::create(None, base.path(), "hourglass").expect("create");
+        assert_ne!(a.path(), b.path());
+        assert!(a.id().contains("-hourglass-"));
+        let e = a
+            .write_file("x.csv", b"a,b\n", "test/1", "test")
+            .expect("write");
+        assert_eq!(e.bytes, 4);
+        assert_eq!(e.sha256, sha256_hex(b"a,b\n"));
+        assert_eq!(
+            std::fs::read(a.path().join("x.csv")).expect("read"),
+            b"a,b\n"
+        );
+        assert!(!a.path().join(".x.csv.tmp").exists());
+    }
+
+    #[test]
+    fn sha256_of_known_input() {
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+
+    #[test]
+    fn explicit_directory_must_be_new_or_empty() {
+        let base = tempfile::tempdir().expect("tempdir");
+        let p = base.path().join("run1");
+        let r = RunDir::create(Some(&p), base.path(), "hourglass").expect("create");
+        assert_eq!(r.id(), "run1");
+        std::fs::write(p.join("keep.txt"), "measured").expect("write");
+        let e = RunDir::create(Some(&p), base.path(), "hourglass").expect_err("not empty");
+        assert!(e.to_string().contains("not empty"));
+        assert_eq!(
+            std::fs::read_to_string(p.join("keep.txt")).expect("kept"),
+            "measured"
+        );
+    }
+
+    #[test]
+    fn unwritable_place_is_a_clear_error() {
+        let e = RunDir::create(Some(Path::new("/proc/sandglass-test")), Path::new("."), "x")
+            .expect_err("cannot create under /proc");
+        assert!(e.to_string().contains("cannot create run directory"), "{e}");
+    }
+}

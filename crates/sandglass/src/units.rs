@@ -1,0 +1,71 @@
+//! Time inside sandglass is an integer number of nanoseconds, typed as [`Nanos`].
+//!
+//! Floating point appears only at the edges (printing milliseconds, computing shares); every
+//! stored figure is integer nanoseconds in a field whose name ends in `_ns`.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A duration or a point in time, in nanoseconds.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(transparent)]
+pub struct Nanos(pub u64);
+
+impl Nanos {
+    pub const ZERO: Nanos = Nanos(0);
+    pub const MICROSECOND: Nanos = Nanos(1_000);
+    pub const MILLISECOND: Nanos = Nanos(1_000_000);
+    pub const SECOND: Nanos = Nanos(1_000_000_000);
+
+    pub const fn from_micros(us: u64) -> Nanos {
+        Nanos(us * 1_000)
+    }
+    pub const fn from_millis(ms: u64) -> Nanos {
+        Nanos(ms * 1_000_000)
+    }
+    pub const fn from_secs(s: u64) -> Nanos {
+        Nanos(s * 1_000_000_000)
+    }
+    pub const fn as_u64(self) -> u64 {
+        self.0
+    }
+    pub fn as_secs_f64(self) -> f64 {
+        self.0 as f64 / 1e9
+    }
+    pub fn as_millis_f64(self) -> f64 {
+        self.0 as f64 / 1e6
+    }
+    pub fn as_micros_f64(self) -> f64 {
+        self.0 as f64 / 1e3
+    }
+    pub fn saturating_sub(self, other: Nanos) -> Nanos {
+        Nanos(self.0.saturating_sub(other.0))
+    }
+    pub fn checked_add(self, other: Nanos) -> Option<Nanos> {
+        self.0.checked_add(other.0).map(Nanos)
+    }
+}
+
+impl std::ops::Add for Nanos {
+    type Output = Nanos;
+    fn add(self, rhs: Nanos) -> Nanos {
+        Nanos(self.0 + rhs.0)
+    }
+}
+
+impl std::ops::Sub for Nanos {
+    type Output = Nanos;
+    fn sub(self, rhs: Nanos) -> Nanos {
+        Nanos(self.0 - rhs.0)
+    }
+}
+
+/// Prints the duration with the largest unit that keeps it at or above 1, with up to three
+/// decimals and no trailing zeros: `1.5 ms`, `87 µs`, `3 s`, `250 ns`.
+impl fmt::Display for Nanos {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&crate::duration::format_human(*self))
+    }
+}

@@ -1,0 +1,140 @@
+//! Signals that stop a run and wake its threads.
+//!
+//! The design keeps signal handling out of the measuring threads: the main thread blocks SIGINT
+//! and SIGTERM before it creates any thread (the mask is inherited) and receives them
+//! synchronously with [`wait_timeout`]. To interrupt a measuring thread that sleeps, the main
+//! thread sends it [`wake_signal`] with [`send_to_thread`]; that signal has a handler that does
+//! nothing and is installed without `SA_RESTART`, so the sleep returns `EINTR` and the thread
+//! checks its stop flag.
+
+use crate::errno::{check, Errno};
+use crate::sched::Tid;
+
+/// The real-time signal that POSIX timers deliver to their thread: `SIGRTMIN + 2`.
+pub fn timer_signal() -> i32 {
+    libc::SIGRTMIN() + 2
+}
+
+/// The signal used to interrupt a sleeping measuring thread: `SIGRTMIN + 3`.
+pub fn wake_signal() -> i32 {
+    libc::SIGRTMIN() + 3
+}
+
+/// SIGINT, as a number.
+pub const SIGINT: i32 = libc::SIGINT;
+/// SIGTERM, as a number.
+pub const SIGTERM: i32 = libc::SIGTERM;
+
+pub(crate) fn sigset(signals: &[i32]) -> libc::sigset_t {
+    // SAFETY: sigemptyset initialises the set; sigaddset with a valid number only sets a bit.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for &s in signals {
+            libc::sigaddset(&mut set, s);
+        }
+        set
+    }
+}
+
+/// Blocks `signals` in the calling thread; threads created afterwards inherit the mask.
+pub fn block(signals: &[i32]) -> Result<(), Errno> {
+    let set = sigset(signals);
+    // SAFETY: `set` is initialised; the old-mask pointer may be null.
+    let ret = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+    if ret == 0 {
+        Ok(())
+    } else {
+        Err(Errno(ret))
+    }
+}
+
+/// Unblocks `signals` in the calling thread.
+pub fn unblock(signals: &[i32]) -> Result<(), Errno> {
+    let set = sigset(signals);
+    // SAFETY: as in `block`.
+    let ret = unsafe { libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) };
+    if ret == 0 {
+        Ok(())
+    } else {
+        Err(Errno(ret))
+    }
+}
+
+/// Waits up to `timeout_ns` for one of `signals` (which must be blocked in the calling thread)
+/// and returns its number, or `None` on timeout or interruption.
+pub fn wait_timeout(signals: &[i32], timeout_ns: u64) -> Option<i32> {
+    let set = sigset(signals);
+    let ts = crate::clock::timespec_from_ns(timeout_ns);
+    // SAFETY: `set` and `ts` are valid; the info pointer may be null.
+    let ret = unsafe { libc::sigtimedwait(&set, std::ptr::null_mut(), &ts) };
+    (ret > 0).then_some(ret)
+}
+
+extern "C" fn do_nothing(_: libc::c_int) {}
+
+/// Installs a handler that does nothing for `signo`, without `SA_RESTART`, so that a blocking
+/// call interrupted by it returns `EINTR`.
+pub fn install_wake_handler(signo: i32) -> Result<(), Errno> {
+    // SAFETY: all-zero is a valid sigaction; the handler is an `extern "C"` function that
+    // touches no state, which makes it async-signal-safe.
+    unsafe {
+        let mut act: libc::sigaction = std::mem::zeroed();
+        act.sa_sigaction = do_nothing as *const () as libc::sighandler_t;
+        libc::sigemptyset(&mut act.sa_mask);
+        act.sa_flags = 0;
+        check(libc::sigaction(signo, &act, std::ptr::null_mut())).map(|_| ())
+    }
+}
+
+/// Sends `signo` to thread `tid` of this process (`tgkill(2)`).
+pub fn send_to_thread(tid: Tid, signo: i32) -> Result<(), Errno> {
+    // SAFETY: plain integer arguments; the kernel checks that `tid` belongs to our process.
+    let ret = unsafe { libc::tgkill(libc::getpid(), tid.0, signo) };
+    check(ret).map(|_| ())
+}
+
+/// Sends `signo` to process `pid` (`kill(2)`); tests use it to deliver Ctrl-C to a run.
+pub fn send_to_process(pid: i32, signo: i32) -> Result<(), Errno> {
+    // SAFETY: plain integer arguments; the kernel checks permission.
+    check(unsafe { libc::kill(pid, signo) }).map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wake_signal_interrupts_a_sleep() {
+        install_wake_handler(wake_signal()).expect("sigaction");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let h = std::thread::spawn(move || {
+            tx.send(crate::sched::gettid()).expect("send");
+            crate::clock::sleep_for(10_000_000_000)
+        });
+        let tid = rx.recv().expect("tid");
+        // Keep signalling until the sleeper has returned: the first signal may arrive before it
+        // entered nanosleep.
+        let mut result = None;
+        for _ in 0..200 {
+            let _ = send_to_thread(tid, wake_signal());
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            if h.is_finished() {
+                result = Some(h.join().expect("join"));
+                break;
+            }
+        }
+        assert_eq!(result, Some(Err(Errno::EINTR)));
+    }
+
+    #[test]
+    fn wait_timeout_times_out() {
+        std::thread::spawn(|| {
+            block(&[libc::SIGUSR2]).expect("block");
+            assert_eq!(wait_timeout(&[libc::SIGUSR2], 1_000_000), None);
+            unblock(&[libc::SIGUSR2]).expect("unblock");
+        })
+        .join()
+        .expect("thread");
+    }
+}
