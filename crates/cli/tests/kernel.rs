@@ -23,11 +23,21 @@ fn is_root() -> bool {
     sandglass_sys::process::euid() == 0
 }
 
+/// Prints why a test is skipped. Written to the stderr handle directly, not with `eprintln!`,
+/// so that the test harness does not capture it and `cargo test` shows it.
+fn skip(reason: &str) {
+    use std::io::Write;
+    // The harness names each test's thread after the test.
+    let current = std::thread::current();
+    let test = current.name().unwrap_or("a test");
+    let _ = writeln!(std::io::stderr(), "skipped {test}: {reason}");
+}
+
 /// Skips the calling test unless the process may use real-time priorities.
 macro_rules! require_root {
     () => {
         if !is_root() {
-            eprintln!("skipped: needs root for SCHED_FIFO and SCHED_DEADLINE (CI runs as root)");
+            skip("needs root for SCHED_FIFO and SCHED_DEADLINE (CI runs as root)");
             return;
         }
     };
@@ -378,11 +388,14 @@ fn sigint_stops_cleanly_and_keeps_results() {
 /// how to grant it.
 #[test]
 fn unprivileged_run_downgrades_and_says_how_to_fix_it() {
-    require_root!();
+    if !is_root() {
+        skip("needs root to re-run sandglass as the unprivileged user nobody");
+        return;
+    }
     let _g = lock();
     let setpriv = Path::new("/usr/bin/setpriv");
     if !setpriv.exists() {
-        eprintln!("skipped: setpriv is not installed");
+        skip("setpriv is not installed");
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -425,7 +438,9 @@ fn unprivileged_run_downgrades_and_says_how_to_fix_it() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     if stderr.contains("Permission denied") && !out_dir.join("run").exists() {
-        eprintln!("skipped: user nobody cannot reach the test binary here: {stderr}");
+        skip(&format!(
+            "user nobody cannot reach the test binary here: {stderr}"
+        ));
         return;
     }
     assert_eq!(out.status.code(), Some(0), "{stderr}");
@@ -545,4 +560,58 @@ fn paper_command_lines_run_as_written() {
         }
         assert!(r.stdout.contains("# run directory: "), "§{section}");
     }
+}
+
+/// A thread that never stops (injected with SANDGLASS_FAULT) cannot hold the run: the watchdog
+/// ends it shortly after its duration plus the grace period, everything measured is written,
+/// the run is marked `watchdog`, and the exit code is 1.
+#[test]
+fn watchdog_ends_a_run_whose_thread_does_not_stop() {
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    let started = Instant::now();
+    let out = Command::cargo_bin("sandglass")
+        .unwrap()
+        .args([
+            "hourglass",
+            "-n",
+            "2",
+            "-d",
+            "1s",
+            "-x",
+            "-t",
+            "0",
+            "-w",
+            "CPU",
+            "-t",
+            "1",
+        ])
+        .args(["-w", "PERIODIC", "2ms", "10ms", "-i", "HR", "-o"])
+        .arg(&dir)
+        .env(sandglass::hourglass::run::FAULT_ENV, "stuck-thread=0")
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    // 1 s of run, a grace of 2.05 s, then 2 s more before the thread is abandoned.
+    assert!(took < Duration::from_secs(15), "took {took:?}");
+    assert!(
+        took > Duration::from_secs(4),
+        "ended before the watchdog could: {took:?}"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let m = manifest(&dir);
+    assert_eq!(m["state"], "watchdog");
+    assert!(m["end_detail"].as_str().unwrap().contains("abandoned"));
+    check_files(&dir);
+    let rows = read_trace(&dir);
+    assert!(
+        rows.iter().any(|r| r.thread == 0),
+        "the stuck thread's records are kept"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(deadline_lines(&stdout).len(), 1, "{stdout}");
+    assert!(stdout.contains("did not stop"), "{stdout}");
 }

@@ -72,6 +72,19 @@ pub enum RunError {
     Failed(String),
 }
 
+/// The environment variable that injects a fault, to test the failure paths end to end:
+/// `stuck-thread=N` makes thread N ignore every stop request once its measurement is over, as a
+/// thread stuck in the kernel would, so that only the watchdog can end the run.
+pub const FAULT_ENV: &str = "SANDGLASS_FAULT";
+
+fn stuck_thread_fault() -> Option<usize> {
+    std::env::var(FAULT_ENV)
+        .ok()?
+        .strip_prefix("stuck-thread=")?
+        .parse()
+        .ok()
+}
+
 /// Longest a thread may take to report its setup.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(20);
 /// Time between the barrier and the common start, for every thread to reach its first sleep.
@@ -271,6 +284,11 @@ fn worker<C: Clock + Copy>(a: WorkerArgs<C>) -> ThreadReport {
     };
     run_thread(&plan, &a.clock, &mut ops, &a.trace, &mut scan, &mut out);
     std::hint::black_box(&scan);
+    if stuck_thread_fault() == Some(a.spec.index) {
+        loop {
+            let _ = sandglass_sys::clock::sleep_for(1_000_000_000);
+        }
+    }
     ThreadReport {
         outcome: Some(out),
         error: ops.error,
