@@ -5,5 +5,6 @@
 
 #![forbid(unsafe_code)]
 
+pub mod analysis;
 pub mod hourglass;
 pub mod text;

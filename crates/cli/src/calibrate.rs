@@ -1,0 +1,114 @@
+//! `sandglass calibrate`: the counter survey on one CPU.
+
+use crate::common::Failure;
+use anyhow::Context;
+use clap::Args;
+use sandglass::Nanos;
+use std::io::{self, Write};
+
+#[derive(Args)]
+pub struct CalibrateArgs {
+    /// CPU to measure on (default: the highest-numbered CPU this process may use)
+    #[arg(long)]
+    pub cpu: Option<usize>,
+    /// How long to run each loop
+    #[arg(short, long, default_value = "2s")]
+    pub duration: String,
+    /// Print JSON instead of a table
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn calibrate(a: &CalibrateArgs) -> Result<u8, Failure> {
+    let d = sandglass::duration::parse(&a.duration)
+        .map_err(|e| Failure::usage(format!("--duration {}: {e}", a.duration)))?;
+    if d.0 == 0 {
+        return Err(Failure::usage("--duration must be longer than zero"));
+    }
+    let allowed = sandglass::system::allowed_cpus();
+    let cpu = a
+        .cpu
+        .unwrap_or_else(|| allowed.iter().copied().max().unwrap_or(0));
+    if !allowed.contains(&cpu) {
+        return Err(Failure::usage(format!(
+            "--cpu {cpu}: this process may not use CPU {cpu} (allowed: {:?})",
+            allowed
+        )));
+    }
+    let sys = sandglass::system::snapshot();
+    let counter = sandglass::clock::select_counter(Default::default(), &sys.cpu_flags)
+        .map_err(|e| Failure::usage(e.to_string()))?;
+    let survey = sandglass::survey::run(cpu, counter.kind, d.0)
+        .ok_or_else(|| Failure::runtime("the calibration thread failed"))?;
+    let stdout = io::stdout();
+    let mut out = io::BufWriter::new(stdout.lock());
+    if a.json {
+        let v = serde_json::json!({
+            "cpu": cpu,
+            "counter": counter,
+            "calibration": survey.calibration,
+            "loops": survey.loops.iter().map(|l| serde_json::json!({
+                "loop": l.name,
+                "stats": l.stats,
+                "above_ns": l.above_ns
+                    .iter()
+                    .map(|(ns, c)| (ns.to_string(), serde_json::Value::from(*c)))
+                    .collect::<serde_json::Map<String, serde_json::Value>>(),
+            })).collect::<Vec<_>>(),
+            "gap_threshold": survey.threshold,
+        });
+        serde_json::to_writer_pretty(&mut out, &v).map_err(|e| Failure::runtime(e.to_string()))?;
+        writeln!(out).context("writing the output")?;
+    } else {
+        writeln!(
+            out,
+            "counter: {:?} at {:.3} MHz (uncertainty {:.3} ppm); {}",
+            counter.kind,
+            survey.calibration.frequency_hz / 1e6,
+            survey.calibration.uncertainty_ppm,
+            counter.reason
+        )
+        .context("writing the output")?;
+        writeln!(
+            out,
+            "{:<44} {:>12} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>10}",
+            format!("loop on CPU {cpu}"),
+            "iterations",
+            "mean",
+            "p50",
+            "p99",
+            "p99.9",
+            "p99.99",
+            "p99.999",
+            "max"
+        )
+        .context("writing the output")?;
+        for l in &survey.loops {
+            let s = &l.stats;
+            writeln!(
+                out,
+                "{:<44} {:>12} {:>7.1}n {:>7.1}n {:>7.1}n {:>7.1}n {:>8.1}n {:>8.1}n {:>10}",
+                l.name,
+                s.iterations,
+                s.mean_ns,
+                s.p50_ns,
+                s.p99_ns,
+                s.p99_9_ns,
+                s.p99_99_ns,
+                s.p99_999_ns,
+                Nanos(s.max_ns as u64).to_string()
+            )
+            .context("writing the output")?;
+        }
+        if let Some(c) = &survey.threshold {
+            writeln!(
+                out,
+                "gap threshold: {} ns ({})",
+                c.threshold_ns, c.explanation
+            )
+            .context("writing the output")?;
+        }
+    }
+    out.flush().context("writing the output")?;
+    Ok(0)
+}

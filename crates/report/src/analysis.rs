@@ -1,0 +1,1 @@
+//! Renderings of the analyses of `sandglass analyze`.
