@@ -17,6 +17,7 @@ pub mod hourglass;
 pub mod model;
 pub mod os;
 pub mod policy;
+pub mod runner;
 pub mod stats;
 pub mod store;
 pub mod survey;

@@ -34,6 +34,11 @@ pub enum Workload {
     /// the wakeup was. Self-synchronising: the next wakeup is one period after the actual one.
     /// Makes no execution-trace records.
     Lat { period_ns: Nanos },
+    /// A timer-latency thread (`sandglass timer`): a release every `period_ns`, on a fixed grid
+    /// or, with `resync`, one period after each wakeup. Every release is recorded with its
+    /// lateness, and releases that fell due before the wakeup that served them are counted as
+    /// missed. Not part of Hourglass's command line.
+    Timer { period_ns: Nanos, resync: bool },
 }
 
 impl Workload {
@@ -60,12 +65,15 @@ impl Workload {
 
     /// True when the thread makes execution-trace records (every model but LAT).
     pub fn records_trace(&self) -> bool {
-        !matches!(self, Workload::Lat { .. })
+        !matches!(self, Workload::Lat { .. } | Workload::Timer { .. })
     }
 
     /// True for the models that block on a timer (PERIODIC and LAT).
     pub fn uses_timer(&self) -> bool {
-        matches!(self, Workload::Periodic { .. } | Workload::Lat { .. })
+        matches!(
+            self,
+            Workload::Periodic { .. } | Workload::Lat { .. } | Workload::Timer { .. }
+        )
     }
 
     /// The Appendix A name.
@@ -78,6 +86,7 @@ impl Workload {
             Workload::Periodic { .. } => "PERIODIC",
             Workload::CpuPeriodic { .. } => "CPU_PERIODIC",
             Workload::Lat { .. } => "LAT",
+            Workload::Timer { .. } => "TIMER",
         }
     }
 }
@@ -111,6 +120,12 @@ impl fmt::Display for Workload {
                 format_exact(period_ns)
             ),
             Workload::Lat { period_ns } => write!(f, "LAT {}", format_exact(period_ns)),
+            Workload::Timer { period_ns, resync } => write!(
+                f,
+                "TIMER {} {}",
+                format_exact(period_ns),
+                if resync { "resync" } else { "absolute" }
+            ),
         }
     }
 }

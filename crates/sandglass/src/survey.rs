@@ -6,6 +6,7 @@
 
 use crate::clock::{Calibration, CounterKind};
 use crate::engine::calibrate::{self, GapChoice, LoopStats};
+use crate::engine::Work;
 use sandglass_sys::clock::{now_ns, ClockId};
 use serde::{Deserialize, Serialize};
 
@@ -35,11 +36,11 @@ pub const ABOVE_NS: [u64; 4] = [1_000, 5_000, 10_000, 50_000];
 fn run_loop(name: &str, read: &dyn Fn() -> u64, ns_per_tick: f64, duration_ns: u64) -> LoopRow {
     // Size the run from a short probe so that it lasts about `duration_ns`.
     let t0 = now_ns(ClockId::Monotonic);
-    let _ = calibrate::measure(read, 1_000_000, &mut []);
+    let _ = calibrate::measure(read, 1_000_000, &mut Work::None);
     let per_iteration = (now_ns(ClockId::Monotonic) - t0) as f64 / 1e6;
     let n = ((duration_ns as f64 / per_iteration.max(1.0)) as u64).clamp(1_000_000, 2_000_000_000);
     let t1 = now_ns(ClockId::Monotonic);
-    let h = calibrate::measure(read, n, &mut []);
+    let h = calibrate::measure(read, n, &mut Work::None);
     let elapsed = now_ns(ClockId::Monotonic) - t1;
     LoopRow {
         name: name.to_string(),

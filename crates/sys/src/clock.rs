@@ -20,6 +20,8 @@ pub enum ClockId {
     Realtime,
     /// `CLOCK_BOOTTIME`: monotonic including time spent suspended.
     Boottime,
+    /// `CLOCK_THREAD_CPUTIME_ID`: CPU time consumed by the calling thread.
+    ThreadCpu,
 }
 
 impl ClockId {
@@ -29,6 +31,7 @@ impl ClockId {
             ClockId::MonotonicRaw => libc::CLOCK_MONOTONIC_RAW,
             ClockId::Realtime => libc::CLOCK_REALTIME,
             ClockId::Boottime => libc::CLOCK_BOOTTIME,
+            ClockId::ThreadCpu => libc::CLOCK_THREAD_CPUTIME_ID,
         }
     }
 }

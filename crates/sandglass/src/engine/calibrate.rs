@@ -19,6 +19,7 @@
 //! bare-metal kernel can run (entry and exit alone cost more), which is also the smallest
 //! threshold at which an idle CPU of such a machine shows no spurious gaps.
 
+use super::record::Work;
 use serde::{Deserialize, Serialize};
 
 /// Iteration times below this many ticks are counted exactly.
@@ -129,25 +130,45 @@ impl LoopHistogram {
     }
 }
 
-/// Runs `iterations` of the polling loop with counter `read`, touching one cache line of `scan`
-/// per iteration when it is not empty, and returns the iteration-time histogram.
-pub fn measure<F: Fn() -> u64>(read: F, iterations: u64, scan: &mut [u64]) -> LoopHistogram {
+/// Runs `iterations` of the polling loop with counter `read` and the same `work` between reads
+/// as the measuring threads will do, and returns the iteration-time histogram.
+pub fn measure<F: Fn() -> u64>(read: F, iterations: u64, work: &mut Work) -> LoopHistogram {
+    match work {
+        Work::None => measure_with(read, iterations, || {}),
+        Work::Scan(ws) => {
+            let mut si = 0usize;
+            measure_with(read, iterations, || {
+                if let Some(x) = ws.get_mut(si) {
+                    *x = x.wrapping_add(1);
+                }
+                si += 8;
+                if si >= ws.len() {
+                    si = 0;
+                }
+            })
+        }
+        Work::Memmove { src, dst } => {
+            let len = src.len().min(dst.len());
+            measure_with(read, iterations, || {
+                dst[..len].copy_from_slice(&src[..len]);
+                std::hint::black_box(&mut *dst);
+            })
+        }
+    }
+}
+
+fn measure_with<F: Fn() -> u64, W: FnMut()>(
+    read: F,
+    iterations: u64,
+    mut work: W,
+) -> LoopHistogram {
     let mut h = LoopHistogram::default();
-    let mut si = 0usize;
     let mut last = read();
     for _ in 0..iterations {
         let now = read();
         h.record(now.wrapping_sub(last));
         last = now;
-        if !scan.is_empty() {
-            if let Some(x) = scan.get_mut(si) {
-                *x = x.wrapping_add(1);
-            }
-            si += 8;
-            if si >= scan.len() {
-                si = 0;
-            }
-        }
+        work();
     }
     h
 }
@@ -282,7 +303,7 @@ mod tests {
                 counter.get()
             },
             1000,
-            &mut [],
+            &mut Work::None,
         );
         assert_eq!(h.count, 1000);
         assert_eq!(h.fine[3], 1000);

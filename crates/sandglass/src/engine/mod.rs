@@ -19,9 +19,11 @@
 
 pub mod calibrate;
 pub mod mock;
+pub mod record;
 pub mod thread;
 pub mod trace;
 
+pub use record::{GapStats, Progress, TimerStats, Work};
 pub use thread::{run_thread, JobRecord, LatSample, Model, ThreadOutcome, ThreadPlan};
 pub use trace::{EndReason, Record, TraceBuffer};
 

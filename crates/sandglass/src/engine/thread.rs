@@ -12,6 +12,7 @@
 //! complete is known in advance (`exec_start + mark + amount − closed`), and the loop only
 //! compares the counter with the earliest pending event.
 
+use super::record::{GapStats, Progress, TimerStats, Work};
 use super::trace::{EndReason, Record, TraceBuffer};
 use super::{Clock, ThreadOps};
 
@@ -28,10 +29,15 @@ pub enum Model {
     CpuPeriodic { amount: u64, period: u64 },
     /// Dispatch-latency test with a self-synchronising `period`.
     Lat { period: u64 },
+    /// A timer thread: a release every `period`, on a fixed grid (`resync` false, cyclictest's
+    /// absolute mode) or one period after each wakeup (`resync` true, Hourglass's LAT). Every
+    /// release is recorded with its lateness; releases that fell due before the wakeup that
+    /// served them are counted as missed, each with its own true lateness.
+    Release { period: u64, resync: bool },
 }
 
 /// Everything one thread needs to run, in counter ticks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ThreadPlan {
     pub thread: u16,
     pub model: Model,
@@ -43,6 +49,8 @@ pub struct ThreadPlan {
     pub gap: u64,
     /// Longest time between two checks of the stop flag while polling.
     pub check_interval: u64,
+    /// Nanoseconds per counter tick, from the calibration before the run, for the histograms.
+    pub ns_per_tick: f64,
 }
 
 /// One job of a PERIODIC thread, or one frame window of a CPU_PERIODIC thread.
@@ -70,7 +78,7 @@ pub struct LatSample {
 
 /// What one thread measured. The vectors are allocated by the caller before the run with the
 /// capacity it expects; the engine never grows them and counts what did not fit.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 pub struct ThreadOutcome {
     /// Poll-loop iterations (counter reads).
     pub iterations: u64,
@@ -96,6 +104,10 @@ pub struct ThreadOutcome {
     pub scan_passes: u64,
     /// True when a stop request, not the finish time, ended the thread.
     pub stopped: bool,
+    /// Interruptions (gaps the thread did not cause), when the caller asked for them.
+    pub gaps: Option<Box<GapStats>>,
+    /// Lateness and intervals of a `Release` thread.
+    pub timer: Option<Box<TimerStats>>,
 }
 
 impl ThreadOutcome {
@@ -139,20 +151,36 @@ impl ThreadOutcome {
 }
 
 /// Runs one thread from its start to its finish (or a stop request), appending to `trace` and
-/// filling `out`. `scan` is the working set of a scanning model (empty otherwise), already
-/// allocated and touched.
+/// filling `out`. `work` is what a polling thread does between reads, already allocated and
+/// touched; `progress` receives live figures for a display.
 pub fn run_thread<C: Clock, O: ThreadOps>(
     plan: &ThreadPlan,
     clock: &C,
     ops: &mut O,
     trace: &TraceBuffer,
-    scan: &mut [u64],
+    work: &mut Work,
     out: &mut ThreadOutcome,
+    progress: &Progress,
 ) {
-    match plan.model {
-        Model::Lat { period } => run_lat(plan, period, clock, ops, out),
-        _ if scan.is_empty() => poll::<C, O, false>(plan, clock, ops, trace, scan, out),
-        _ => poll::<C, O, true>(plan, clock, ops, trace, scan, out),
+    match (plan.model, work) {
+        (Model::Lat { period }, _) => run_lat(plan, period, clock, ops, out),
+        (Model::Release { period, resync }, _) => {
+            run_release(plan, period, resync, clock, ops, out, progress)
+        }
+        (_, Work::None) => {
+            let mut p = Poll::new(plan, trace, progress);
+            poll::<C, O, 0>(plan, clock, ops, &mut p, &mut [], None, out)
+        }
+        (_, Work::Scan(ws)) => {
+            let mut p = Poll::new(plan, trace, progress);
+            poll::<C, O, 1>(plan, clock, ops, &mut p, ws, None, out)
+        }
+        (_, Work::Memmove { src, dst }) => {
+            let len = src.len().min(dst.len());
+            let mut p = Poll::new(plan, trace, progress);
+            let copy = Some((&src[..len], &mut dst[..len]));
+            poll::<C, O, 2>(plan, clock, ops, &mut p, &mut [], copy, out)
+        }
     }
 }
 
@@ -171,10 +199,29 @@ struct Poll<'a> {
     /// When the stop flag is next checked. It moves only when a check runs, so that gaps,
     /// however frequent, cannot postpone it.
     check_at: u64,
+    ns_per_tick: f64,
     trace: &'a TraceBuffer,
+    progress: &'a Progress,
 }
 
-impl Poll<'_> {
+impl<'a> Poll<'a> {
+    fn new(plan: &ThreadPlan, trace: &'a TraceBuffer, progress: &'a Progress) -> Poll<'a> {
+        Poll {
+            thread: plan.thread,
+            gap: plan.gap,
+            exec_start: 0,
+            last: 0,
+            cpu: 0,
+            closed: 0,
+            open: false,
+            pending: EndReason::Preempted,
+            check_at: 0,
+            ns_per_tick: plan.ns_per_tick,
+            trace,
+            progress,
+        }
+    }
+
     /// CPU time received up to `now`, which must lie in the open interval.
     #[inline]
     fn received(&self, now: u64) -> u64 {
@@ -219,9 +266,15 @@ impl Poll<'_> {
 
     #[cold]
     #[inline(never)]
-    fn on_gap<C: Clock>(&mut self, clock: &C, out: &mut ThreadOutcome) {
+    fn on_gap<C: Clock>(&mut self, now: u64, clock: &C, out: &mut ThreadOutcome) {
         if self.pending == EndReason::Preempted {
             out.preemptions += 1;
+            if let Some(g) = out.gaps.as_deref_mut() {
+                // The interruption lasted from the last read before it to the first after it.
+                let ns = (now.wrapping_sub(self.last) as f64 * self.ns_per_tick) as u64;
+                g.add(ns);
+                self.progress.publish(g.count, 0, g.max_ns);
+            }
         }
         self.close(self.pending, out);
         self.open_now(clock);
@@ -231,7 +284,7 @@ impl Poll<'_> {
     #[inline(always)]
     fn step<C: Clock>(&mut self, now: u64, clock: &C, out: &mut ThreadOutcome) -> bool {
         if now.wrapping_sub(self.last) > self.gap {
-            self.on_gap(clock, out);
+            self.on_gap(now, clock, out);
             true
         } else {
             self.last = now;
@@ -301,7 +354,7 @@ impl State {
             first_run: p.exec_start,
         };
         match model {
-            Model::Cpu | Model::Lat { .. } => State::Cpu,
+            Model::Cpu | Model::Lat { .. } | Model::Release { .. } => State::Cpu,
             Model::Yield { amount } => State::Yield { amount, mark: 0 },
             Model::Periodic { amount, period } => State::Periodic {
                 amount,
@@ -437,35 +490,27 @@ impl State {
     }
 }
 
-fn poll<C: Clock, O: ThreadOps, const SCAN: bool>(
+/// The polling loop. `W` selects the work between reads at compile time: 0 none, 1 scan one
+/// cache line of `scan`, 2 copy `copy.0` over `copy.1`.
+#[allow(clippy::too_many_arguments)]
+fn poll<C: Clock, O: ThreadOps, const W: u8>(
     plan: &ThreadPlan,
     clock: &C,
     ops: &mut O,
-    trace: &TraceBuffer,
+    p: &mut Poll<'_>,
     scan: &mut [u64],
+    mut copy: Option<(&[u8], &mut [u8])>,
     out: &mut ThreadOutcome,
 ) {
     if !ops.sleep_until(plan.start) {
         out.stopped = true;
         return;
     }
-    let mut p = Poll {
-        thread: plan.thread,
-        gap: plan.gap,
-        exec_start: 0,
-        last: 0,
-        cpu: 0,
-        closed: 0,
-        open: false,
-        pending: EndReason::Preempted,
-        check_at: 0,
-        trace,
-    };
     p.open_now(clock);
     p.check_at = p.last.saturating_add(plan.check_interval);
     out.first = p.exec_start;
-    let mut state = State::new(plan.model, plan, &p);
-    let mut next = state.next_event(plan, &p);
+    let mut state = State::new(plan.model, plan, p);
+    let mut next = state.next_event(plan, p);
     let mut iterations: u64 = 0;
     let mut passes: u64 = 0;
     let mut si: usize = 0;
@@ -474,9 +519,9 @@ fn poll<C: Clock, O: ThreadOps, const SCAN: bool>(
         let now = clock.now();
         iterations += 1;
         if p.step(now, clock, out) {
-            next = state.next_event(plan, &p);
+            next = state.next_event(plan, p);
         }
-        if SCAN {
+        if W == 1 {
             // One read-modify-write per 64-byte cache line, sequentially (§3.2 CPU_SCAN).
             if let Some(x) = scan.get_mut(si) {
                 *x = x.wrapping_add(1);
@@ -486,12 +531,18 @@ fn poll<C: Clock, O: ThreadOps, const SCAN: bool>(
                 si = 0;
                 passes += 1;
             }
+        } else if W == 2 {
+            if let Some((src, dst)) = copy.as_mut() {
+                dst.copy_from_slice(src);
+                std::hint::black_box(&mut **dst);
+                passes += 1;
+            }
         }
         if p.last >= next {
-            if !state.handle(plan, &mut p, clock, ops, out) {
+            if !state.handle(plan, p, clock, ops, out) {
                 break;
             }
-            next = state.next_event(plan, &p);
+            next = state.next_event(plan, p);
         }
     }
     if p.open {
@@ -501,6 +552,76 @@ fn poll<C: Clock, O: ThreadOps, const SCAN: bool>(
     out.scan_passes = passes;
     out.received = p.closed;
     out.last = p.last;
+}
+
+/// A timer thread: sleeps until each release, records how late it woke, and counts every
+/// release that fell due before the wakeup that served it.
+fn run_release<C: Clock, O: ThreadOps>(
+    plan: &ThreadPlan,
+    period: u64,
+    resync: bool,
+    clock: &C,
+    ops: &mut O,
+    out: &mut ThreadOutcome,
+    progress: &Progress,
+) {
+    let npt = plan.ns_per_tick;
+    let ns = |ticks: i64| (ticks as f64 * npt).round() as i64;
+    let mut stats = out.timer.take().unwrap_or_default();
+    let mut release = plan.start;
+    let mut prev_wake: Option<u64> = None;
+    let mut over = 0u64;
+    let mut started = false;
+    loop {
+        if ops.stop_requested() {
+            out.stopped = true;
+            break;
+        }
+        if release >= plan.finish {
+            break;
+        }
+        if !ops.sleep_until(release) {
+            out.stopped = true;
+            break;
+        }
+        let wake = clock.now();
+        if !started {
+            out.first = wake;
+            started = true;
+        }
+        out.last = wake;
+        stats.wakeups += 1;
+        if let Some(prev) = prev_wake {
+            let interval = ns(wake.wrapping_sub(prev) as i64).max(0) as u64;
+            super::record::record(&mut stats.interval, interval, &mut over);
+        }
+        prev_wake = Some(wake);
+        // The release this wakeup waited for, then every later release already due.
+        let mut r = release;
+        let mut first = true;
+        while r <= wake.max(release) && r < plan.finish {
+            stats.release(ns(wake.wrapping_sub(r) as i64), first);
+            if out.latencies.len() < out.latencies.capacity() {
+                out.latencies.push(LatSample {
+                    target: r,
+                    wakeup: wake,
+                });
+            } else {
+                out.latencies_dropped += 1;
+            }
+            first = false;
+            r += period;
+        }
+        release = if resync { wake + period } else { r };
+        progress.publish(
+            stats.wakeups,
+            stats.missed,
+            stats.max_lateness_ns.max(0) as u64,
+        );
+    }
+    stats.over += over;
+    out.iterations = stats.wakeups;
+    out.timer = Some(stats);
 }
 
 fn run_lat<C: Clock, O: ThreadOps>(
@@ -546,6 +667,7 @@ fn run_lat<C: Clock, O: ThreadOps>(
 #[cfg(test)]
 mod tests {
     use super::super::mock::Script;
+    use super::super::record::{GapStats, Progress, TimerStats, Work};
     use super::*;
 
     fn plan(model: Model, finish: u64, gap: u64) -> ThreadPlan {
@@ -556,6 +678,7 @@ mod tests {
             finish,
             gap,
             check_interval: 1_000_000,
+            ns_per_tick: 1.0,
         }
     }
 
@@ -563,7 +686,15 @@ mod tests {
         let (clock, mut ops) = script.into_pair();
         let trace = TraceBuffer::new(capacity);
         let mut out = ThreadOutcome::with_capacity(64, 64);
-        run_thread(plan, &clock, &mut ops, &trace, &mut [], &mut out);
+        run_thread(
+            plan,
+            &clock,
+            &mut ops,
+            &trace,
+            &mut Work::None,
+            &mut out,
+            &Progress::default(),
+        );
         (out, trace.records())
     }
 
@@ -835,21 +966,173 @@ mod tests {
         assert!((1000..1200).contains(&end), "stopped at {end}");
     }
 
+    /// Runs `plan` with `work` and the given outcome, returning it with the trace.
+    fn run_with(
+        plan: &ThreadPlan,
+        script: Script,
+        work: &mut Work,
+        mut out: ThreadOutcome,
+    ) -> (ThreadOutcome, Vec<Record>) {
+        let (clock, mut ops) = script.into_pair();
+        let trace = TraceBuffer::new(64);
+        let progress = Progress::default();
+        run_thread(plan, &clock, &mut ops, &trace, work, &mut out, &progress);
+        (out, trace.records())
+    }
+
     #[test]
     fn scanning_counts_passes() {
-        let (clock, mut ops) = Script::new(10).into_pair();
-        let trace = TraceBuffer::new(4);
-        let mut out = ThreadOutcome::with_capacity(0, 0);
-        let mut ws = vec![0u64; 64]; // 8 cache lines
-        run_thread(
+        let mut work = Work::Scan(vec![0u64; 64]); // 8 cache lines
+        let (out, _) = run_with(
             &plan(Model::Cpu, 1000, 50),
-            &clock,
-            &mut ops,
-            &trace,
-            &mut ws,
-            &mut out,
+            Script::new(10),
+            &mut work,
+            ThreadOutcome::with_capacity(0, 0),
         );
         assert_eq!(out.scan_passes, out.iterations / 8);
+        let Work::Scan(ws) = work else {
+            unreachable!("the work stays a scan")
+        };
         assert!(ws.iter().step_by(8).all(|&x| x > 0));
+    }
+
+    #[test]
+    fn memmove_copies_once_per_read() {
+        let mut work = Work::memmove(256);
+        let (out, _) = run_with(
+            &plan(Model::Cpu, 1000, 50),
+            Script::new(10),
+            &mut work,
+            ThreadOutcome::with_capacity(0, 0),
+        );
+        assert_eq!(out.scan_passes, out.iterations);
+        let Work::Memmove { src, dst } = work else {
+            unreachable!("the work stays a memmove")
+        };
+        assert_eq!(src, dst);
+    }
+
+    /// Interruptions: the two scripted gaps of 110 and 60 ticks, measured between the reads
+    /// around them.
+    #[test]
+    fn gap_statistics_record_every_interruption() {
+        let mut out = ThreadOutcome::with_capacity(0, 0);
+        out.gaps = Some(Box::default());
+        let script = Script::new(10).unavailable(&[(300, 400), (700, 750)]);
+        let (out, _) = run_with(&plan(Model::Cpu, 1000, 50), script, &mut Work::None, out);
+        let g = out.gaps.expect("gap statistics");
+        assert_eq!((g.count, g.total_ns, g.max_ns), (2, 170, 110));
+        assert_eq!(g.hist.len(), 2);
+        assert_eq!(g.hist.max(), 110);
+    }
+
+    fn timer_outcome(capacity: usize) -> ThreadOutcome {
+        let mut out = ThreadOutcome::with_capacity(0, capacity);
+        out.timer = Some(Box::<TimerStats>::default());
+        out
+    }
+
+    /// Absolute mode: a release every 1000 ticks for 100 periods; each wakeup is 9 ticks late
+    /// plus one tick for the read, except release 20, whose wakeup comes 50 000 ticks late. That
+    /// wakeup serves release 20 and the 50 releases due before it (21 to 70), each with its own
+    /// lateness; the grid continues at release 71. The raw view keeps one sample per wakeup, as
+    /// cyclictest does.
+    #[test]
+    fn absolute_timer_counts_every_missed_release() {
+        let mut lat = vec![9u64; 21];
+        lat[20] = 50_000 - 1;
+        let script = Script::new(1).wake_latency(&lat, 9);
+        let m = Model::Release {
+            period: 1000,
+            resync: false,
+        };
+        let (out, recs) = run_with(
+            &plan(m, 100_000, 50),
+            script,
+            &mut Work::None,
+            timer_outcome(200),
+        );
+        assert!(recs.is_empty());
+        let t = out.timer.expect("timer statistics");
+        assert_eq!((t.releases, t.missed, t.wakeups), (100, 50, 50));
+        assert_eq!(t.max_lateness_ns, 50_000);
+        assert_eq!(t.min_lateness_ns, 0, "release 70 fell due exactly at the late wakeup");
+        assert_eq!(t.raw.len(), 50);
+        assert_eq!(t.lateness.len(), 100);
+        let late: Vec<i64> = out
+            .latencies
+            .iter()
+            .map(|s| s.wakeup as i64 - s.target as i64)
+            .collect();
+        assert_eq!(late[20], 50_000);
+        assert_eq!(late[21], 49_000);
+        assert_eq!(late[70], 0);
+        assert_eq!(late[71], 10);
+        let targets: Vec<u64> = out.latencies.iter().map(|s| s.target).collect();
+        assert_eq!(targets, (0..100).map(|k| k * 1000).collect::<Vec<u64>>());
+        // Intervals between wakeups: 1000 except around the stall.
+        assert_eq!(t.interval.len(), 49);
+        assert_eq!(t.interval.value_at_quantile(0.5), 1000);
+    }
+
+    /// Resync mode (Hourglass's LAT): the next release is one period after the wakeup.
+    #[test]
+    fn resync_timer_follows_the_wakeup() {
+        let script = Script::new(1).wake_latency(&[], 9);
+        let m = Model::Release {
+            period: 1000,
+            resync: true,
+        };
+        let (out, _) = run_with(
+            &plan(m, 10_000, 50),
+            script,
+            &mut Work::None,
+            timer_outcome(64),
+        );
+        let targets: Vec<u64> = out.latencies.iter().map(|s| s.target).collect();
+        assert_eq!(targets, (0..10).map(|k| k * 1010).collect::<Vec<u64>>());
+        let t = out.timer.expect("timer statistics");
+        assert_eq!((t.releases, t.missed, t.wakeups), (10, 0, 10));
+        assert_eq!(t.interval.value_at_quantile(1.0), 1010);
+    }
+
+    /// A stall longer than a period in resync mode also counts the releases it swallowed.
+    #[test]
+    fn resync_timer_counts_missed_releases_too() {
+        let mut lat = vec![9u64; 4];
+        lat[3] = 5_499;
+        let script = Script::new(1).wake_latency(&lat, 9);
+        let m = Model::Release {
+            period: 1000,
+            resync: true,
+        };
+        let (out, _) = run_with(
+            &plan(m, 20_000, 50),
+            script,
+            &mut Work::None,
+            timer_outcome(64),
+        );
+        let t = out.timer.expect("timer statistics");
+        assert_eq!(t.missed, 5);
+        assert_eq!(t.max_lateness_ns, 5_500);
+    }
+
+    /// The sample buffer never grows: what does not fit is counted.
+    #[test]
+    fn timer_samples_beyond_capacity_are_counted() {
+        let script = Script::new(1).wake_latency(&[], 9);
+        let m = Model::Release {
+            period: 100,
+            resync: false,
+        };
+        let (out, _) = run_with(
+            &plan(m, 10_000, 50),
+            script,
+            &mut Work::None,
+            timer_outcome(10),
+        );
+        assert_eq!(out.latencies.len(), 10);
+        assert_eq!(out.latencies_dropped, 90);
+        assert_eq!(out.timer.expect("stats").releases, 100);
     }
 }

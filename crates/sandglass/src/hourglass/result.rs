@@ -10,10 +10,10 @@ use super::plan::Placement;
 use crate::analysis::trace::{self, Coverage, Interval, Switches};
 use crate::clock::{Calibration, CounterInfo};
 use crate::engine::calibrate::{GapChoice, LoopHistogram};
-use crate::engine::{Record, ThreadOutcome};
+use crate::engine::Record;
 use crate::model::{TimerKind, Workload};
-use crate::os::AppliedPolicy;
 use crate::policy::Policy;
+pub use crate::runner::ThreadReport;
 use crate::stats::{self, Summary};
 use crate::store::RunState;
 use crate::units::Nanos;
@@ -138,17 +138,6 @@ pub struct HourglassResult {
     pub rows: Vec<TraceRow>,
     #[serde(skip)]
     pub loop_histogram: Option<LoopHistogram>,
-}
-
-/// What one thread reported from its setup and run.
-#[derive(Debug)]
-pub struct ThreadReport {
-    pub tid: i32,
-    pub applied: Option<AppliedPolicy>,
-    pub timer_slack_ns: Option<u64>,
-    /// `None` when the thread never returned (the watchdog abandoned it).
-    pub outcome: Option<ThreadOutcome>,
-    pub error: Option<String>,
 }
 
 /// Everything [`build`] needs.
