@@ -1,7 +1,7 @@
 //! What every subcommand shares: errors with their exit codes, the console observer, the tool's
 //! identity.
 
-use sandglass::hourglass::run::{Observer, RunContext, RunError};
+use sandglass::runner::{LiveRow, Observer, RunContext, RunError};
 use sandglass::store::{self, Tool};
 use sandglass::warning::Warning;
 use sandglass::Nanos;
@@ -57,21 +57,52 @@ impl From<anyhow::Error> for Failure {
 /// only on a terminal.
 pub struct Console {
     tty: bool,
-    progress_shown: bool,
+    /// Lines of the live display currently on the screen (the cursor is below them).
+    shown: usize,
+    /// What a live row counts (`wakeups`, `interruptions`), or `None` for no per-thread rows.
+    events: Option<&'static str>,
+    progress: String,
 }
 
 impl Console {
+    /// A console with a progress line only.
     pub fn new() -> Console {
         Console {
             tty: sandglass_sys::process::is_terminal(2),
-            progress_shown: false,
+            shown: 0,
+            events: None,
+            progress: String::new(),
         }
     }
-    pub fn clear(&mut self) {
-        if self.progress_shown {
-            eprint!("\r\x1b[K");
-            self.progress_shown = false;
+
+    /// A console that also shows one live line per measuring thread, counting `events`.
+    pub fn with_live_rows(events: &'static str) -> Console {
+        Console {
+            events: Some(events),
+            ..Console::new()
         }
+    }
+
+    /// Erases the live display, so that the next output starts on a clean line.
+    pub fn clear(&mut self) {
+        if self.shown > 0 {
+            // Up to the first line of the display, then clear to the end of the screen.
+            eprint!("\x1b[{}F\x1b[J", self.shown);
+            let _ = io::stderr().flush();
+            self.shown = 0;
+        }
+    }
+
+    fn draw(&mut self, lines: &[String]) {
+        self.clear();
+        let mut text = String::new();
+        for l in lines {
+            text.push_str(l);
+            text.push('\n');
+        }
+        eprint!("{text}");
+        let _ = io::stderr().flush();
+        self.shown = lines.len();
     }
 }
 
@@ -85,15 +116,44 @@ impl Observer for Console {
         eprintln!("sandglass: {text}");
     }
     fn progress(&mut self, elapsed: Nanos, total: Nanos) {
-        if self.tty {
-            eprint!(
-                "\rsandglass: {} of {} measured",
-                Nanos(elapsed.0 - elapsed.0 % 1_000_000_000),
-                total
-            );
-            let _ = io::stderr().flush();
-            self.progress_shown = true;
+        if !self.tty {
+            return;
         }
+        self.progress = format!(
+            "sandglass: {} of {} measured",
+            Nanos(elapsed.0 - elapsed.0 % 1_000_000_000),
+            total
+        );
+        if self.events.is_none() {
+            let line = self.progress.clone();
+            self.draw(&[line]);
+        }
+    }
+    fn live(&mut self, _elapsed: Nanos, rows: &[LiveRow]) {
+        let Some(events) = self.events else {
+            return;
+        };
+        if !self.tty {
+            return;
+        }
+        let mut lines = vec![self.progress.clone()];
+        for r in rows {
+            let cpu = r
+                .cpu
+                .map(|c| format!("CPU {c}"))
+                .unwrap_or_else(|| format!("thread {}", r.thread));
+            let missed = if r.missed > 0 {
+                format!(", {} missed", r.missed)
+            } else {
+                String::new()
+            };
+            lines.push(format!(
+                "  {cpu}: {} {events}{missed}, max {}",
+                r.events,
+                Nanos(r.max_ns)
+            ));
+        }
+        self.draw(&lines);
     }
 }
 
@@ -119,4 +179,57 @@ pub fn exit_code_for(state: &store::RunState) -> u8 {
         store::RunState::Watchdog | store::RunState::Failed => 1,
         _ => 0,
     }
+}
+
+/// A time string given to `flag`, as a usage error naming the flag when it is bad.
+pub fn time_arg(flag: &str, value: &str) -> Result<Nanos, Failure> {
+    sandglass::duration::parse(value).map_err(|e| Failure::usage(format!("{flag} {value}: {e}")))
+}
+
+/// A CPU list given to `flag`.
+pub fn cpus_arg(flag: &str, value: &str) -> Result<sandglass::cpulist::CpuList, Failure> {
+    sandglass::cpulist::CpuList::parse(value)
+        .map_err(|e| Failure::usage(format!("{flag} {value}: {e}")))
+}
+
+/// A policy in rtla's syntax (or an Hourglass priority name) given to `-P`.
+pub fn policy_arg(value: &str) -> Result<sandglass::policy::Policy, Failure> {
+    sandglass::policy::Policy::parse(value).map_err(|e| Failure::usage(format!("-P {value}: {e}")))
+}
+
+/// `--counter auto|tsc|raw`.
+pub fn counter_arg(value: &str) -> Result<sandglass::hourglass::cmdline::CounterChoice, Failure> {
+    use sandglass::hourglass::cmdline::CounterChoice;
+    match value {
+        "auto" => Ok(CounterChoice::Auto),
+        "tsc" => Ok(CounterChoice::Tsc),
+        "raw" => Ok(CounterChoice::Raw),
+        _ => Err(Failure::usage(format!(
+            "--counter {value}: use auto, tsc or raw"
+        ))),
+    }
+}
+
+/// `--cpu-dma-latency US|off`.
+pub fn pm_qos_arg(value: &str) -> Result<Option<u32>, Failure> {
+    if value == "off" {
+        return Ok(None);
+    }
+    value.parse::<u32>().map(Some).map_err(|_| {
+        Failure::usage(format!(
+            "--cpu-dma-latency {value}: give a whole number of microseconds (0 keeps CPUs out of deep idle states) or off"
+        ))
+    })
+}
+
+/// Prints `value` as pretty JSON on standard output.
+pub fn print_json<T: serde::Serialize>(value: &T) -> Result<(), Failure> {
+    use anyhow::Context;
+    let stdout = io::stdout();
+    let mut out = io::BufWriter::new(stdout.lock());
+    serde_json::to_writer_pretty(&mut out, value).map_err(|e| Failure::runtime(e.to_string()))?;
+    writeln!(out)
+        .and_then(|_| out.flush())
+        .context("writing the output")?;
+    Ok(())
 }

@@ -5,7 +5,9 @@
 mod calibrate;
 mod common;
 mod hourglass;
+mod noise;
 mod sysinfo;
+mod timer;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -35,6 +37,11 @@ enum Command {
         #[arg(allow_hyphen_values = true, trailing_var_arg = true, num_args = 0..)]
         args: Vec<String>,
     },
+    /// Timer wakeup latency on every chosen CPU, every missed release counted (cyclictest's
+    /// measurement without coordinated omission)
+    Timer(timer::TimerArgs),
+    /// OS noise on every chosen CPU: every interruption of a polling thread (oslat, sysjitter)
+    Noise(noise::NoiseArgs),
     /// The default measurement: dispatch latency of a 1 ms real-time timer thread and every
     /// interruption of a CPU-bound thread sharing its CPU
     Quick(hourglass::QuickArgs),
@@ -48,11 +55,51 @@ enum Command {
     },
 }
 
+/// Parses the command line. Help and version go to standard output as clap prints them; any
+/// other problem becomes one `sandglass: error:` line and exit code 2.
+fn parse() -> Result<Cli, ExitCode> {
+    use clap::error::ErrorKind;
+    match Cli::try_parse() {
+        Ok(cli) => Ok(cli),
+        Err(e) => match e.kind() {
+            ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+                let _ = e.print();
+                Err(ExitCode::SUCCESS)
+            }
+            ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+                let _ = e.print();
+                Err(ExitCode::from(2))
+            }
+            _ => {
+                let text = e.render().to_string();
+                let first = text
+                    .lines()
+                    .find(|l| !l.trim().is_empty())
+                    .unwrap_or("bad command line")
+                    .trim_start_matches("error: ")
+                    .to_string();
+                let tip = text
+                    .lines()
+                    .find_map(|l| l.trim().strip_prefix("tip: "))
+                    .map(|t| format!("; {t}"))
+                    .unwrap_or_default();
+                eprintln!("sandglass: error: {first}{tip} (see 'sandglass --help')");
+                Err(ExitCode::from(2))
+            }
+        },
+    }
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match parse() {
+        Ok(cli) => cli,
+        Err(code) => return code,
+    };
     let result = match &cli.command {
         Command::Hourglass { args } => hourglass::hourglass(args),
         Command::Quick(a) => hourglass::quick(a),
+        Command::Timer(a) => timer::timer(a),
+        Command::Noise(a) => noise::noise(a),
         Command::Calibrate(a) => calibrate::calibrate(a),
         Command::Sysinfo { json } => sysinfo::sysinfo(*json),
     };

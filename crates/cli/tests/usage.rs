@@ -161,3 +161,31 @@ fn sysinfo_json_is_valid() {
     assert!(v["kernel_release"].is_string());
     assert!(v["preemption"]["model"].is_string());
 }
+
+#[test]
+fn timer_bad_input() {
+    usage_error("timer -c 99", "CPU 99 does not exist");
+    usage_error("timer -i 0", "-i 0");
+    usage_error("timer -i 0ms", "longer than zero");
+    usage_error("timer -P f:200", "from 1 to 99");
+    usage_error(
+        "timer --timer bogus",
+        "use hr, native, timerfd, posix or busy",
+    );
+    usage_error("timer -d -1s", "negative");
+    usage_error("timer --mode sometimes", "use absolute");
+    usage_error("timer --thresholds 1ms,x", "--thresholds x");
+    usage_error("timer -P d:1ms:10ms", "hourglass -rh");
+    usage_error("timer --cpu-dma-latency soon", "microseconds");
+    usage_error("timer --frobnicate", "unexpected argument '--frobnicate'");
+}
+
+#[test]
+fn noise_bad_input() {
+    usage_error("noise -c 99", "CPU 99 does not exist");
+    usage_error("noise -T 0ns", "longer than zero");
+    usage_error("noise -d 10", "has no unit");
+    usage_error("noise --workload memcpy:4K", "use memmove:SIZE");
+    usage_error("noise -e 0", "-e 0");
+    usage_error("noise -P f:0", "from 1 to 99");
+}

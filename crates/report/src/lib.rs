@@ -7,4 +7,6 @@
 
 pub mod analysis;
 pub mod hourglass;
+pub mod noise;
 pub mod text;
+pub mod timer;

@@ -13,8 +13,10 @@ pub mod clock;
 pub mod cpulist;
 pub mod duration;
 pub mod engine;
+pub mod histo;
 pub mod hourglass;
 pub mod model;
+pub mod noise;
 pub mod os;
 pub mod policy;
 pub mod runner;
@@ -22,6 +24,7 @@ pub mod stats;
 pub mod store;
 pub mod survey;
 pub mod system;
+pub mod timer;
 pub mod units;
 pub mod warning;
 

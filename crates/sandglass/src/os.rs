@@ -78,6 +78,54 @@ pub fn rtc_missing_message() -> String {
     "-i RTC: this machine has no /dev/rtc (the kernel has no RTC driver, common in virtual machines); use -i HR, the high-resolution timer (clock_nanosleep), instead".to_string()
 }
 
+impl OsTimer {
+    /// The kind of timer this is.
+    pub fn kind(&self) -> TimerKind {
+        match self {
+            OsTimer::Native => TimerKind::Native,
+            OsTimer::Hr => TimerKind::Hr,
+            OsTimer::Timerfd(_) => TimerKind::Timerfd,
+            OsTimer::Posix(_) => TimerKind::Posix,
+            OsTimer::Busy => TimerKind::Busy,
+            OsTimer::Rtc(_) => TimerKind::Rtc,
+        }
+    }
+}
+
+/// What a timer is asked to do so that its thread wakes at a counter value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wait {
+    /// Sleep for this many nanoseconds (a relative timer).
+    For(u64),
+    /// Sleep until this CLOCK_MONOTONIC time (an absolute timer).
+    Until(u64),
+    /// Poll the counter until the target (BUSY), or read interrupts until it (RTC).
+    Spin,
+}
+
+/// The request that wakes a thread of timer `kind` at counter value `target`, when the counter
+/// reads `now` and CLOCK_MONOTONIC reads `mono_now` (read just after it). Relative timers sleep
+/// for the time left; absolute timers are armed at `mono_now` plus the time left at the
+/// counter's calibrated CLOCK_MONOTONIC rate, so the conversion error is the rate's
+/// uncertainty times the time left, however old the run.
+pub fn wait_request(
+    kind: TimerKind,
+    now: u64,
+    target: u64,
+    mono_now: u64,
+    cal: &Calibration,
+) -> Wait {
+    let left_ticks = target.saturating_sub(now);
+    match kind {
+        TimerKind::Native => Wait::For(cal.ns_for_ticks(left_ticks)),
+        TimerKind::Hr | TimerKind::Timerfd | TimerKind::Posix => {
+            let left = left_ticks as f64 * 1e9 / cal.monotonic_frequency_hz;
+            Wait::Until(mono_now + left.round() as u64)
+        }
+        TimerKind::Busy | TimerKind::Rtc => Wait::Spin,
+    }
+}
+
 /// The operating system as one measuring thread sees it.
 pub struct OsOps<C: Clock> {
     pub clock: C,
@@ -107,16 +155,16 @@ impl<C: Clock> ThreadOps for OsOps<C> {
             if now >= target {
                 return true;
             }
-            // Re-anchor: CLOCK_MONOTONIC now, plus the time left at the calibrated rate.
             let mono_now = sandglass_sys::clock::now_ns(ClockId::Monotonic);
-            let left = (target - now) as f64 * 1e9 / self.calibration.monotonic_frequency_hz;
-            let mono = mono_now + left.round() as u64;
-            let result = match &mut self.timer {
-                OsTimer::Native => sleep_for(self.calibration.ns_for_ticks(target - now)),
-                OsTimer::Hr => sleep_until(ClockId::Monotonic, mono),
-                OsTimer::Timerfd(t) => t.arm_at(mono).and_then(|_| t.wait().map(|_| ())),
-                OsTimer::Posix(t) => t.arm_at(mono).and_then(|_| t.wait()),
-                OsTimer::Busy => {
+            let wait = wait_request(self.timer.kind(), now, target, mono_now, &self.calibration);
+            let result = match (&mut self.timer, wait) {
+                (OsTimer::Native, Wait::For(ns)) => sleep_for(ns),
+                (OsTimer::Hr, Wait::Until(mono)) => sleep_until(ClockId::Monotonic, mono),
+                (OsTimer::Timerfd(t), Wait::Until(mono)) => {
+                    t.arm_at(mono).and_then(|_| t.wait().map(|_| ()))
+                }
+                (OsTimer::Posix(t), Wait::Until(mono)) => t.arm_at(mono).and_then(|_| t.wait()),
+                (_, Wait::Spin) => {
                     while self.clock.now() < target {
                         if self.stop.load(Ordering::Relaxed) {
                             return false;
@@ -124,11 +172,13 @@ impl<C: Clock> ThreadOps for OsOps<C> {
                     }
                     return true;
                 }
-                OsTimer::Rtc(r) => match r.wait() {
+                (OsTimer::Rtc(r), _) => match r.wait() {
                     // Each read returns at the next interrupt; keep reading until the target.
                     Ok(_) => continue,
                     Err(e) => Err(e),
                 },
+                // wait_request answers each kind with its own request.
+                _ => Err(Errno::EINVAL),
             };
             match result {
                 Ok(()) => return true,
@@ -350,6 +400,55 @@ mod tests {
             "{m}"
         );
         assert!(rtc_missing_message().contains("-i HR"));
+    }
+
+    /// Each timer kind's arithmetic on an exact calibration: 3 ticks per ns against
+    /// CLOCK_MONOTONIC_RAW, and CLOCK_MONOTONIC running 1 ppm fast (NTP slewing).
+    #[test]
+    fn each_timer_kind_converts_the_time_left() {
+        use crate::clock::{Anchor, ClockPair};
+        let pair = |counter, clock_ns| ClockPair {
+            counter,
+            clock_ns,
+            width_ticks: 0,
+        };
+        let cal = Calibration::from_anchors(
+            CounterKind::Tsc,
+            Anchor {
+                monotonic_raw: pair(0, 0),
+                monotonic: pair(0, 0),
+            },
+            Anchor {
+                monotonic_raw: pair(3_000_000_000, 1_000_000_000),
+                monotonic: pair(3_000_000_000, 1_000_001_000),
+            },
+        );
+        let (now, target, mono_now) = (9_000_000, 12_000_000, 77_000_000);
+        // 3 000 000 ticks left: 1 ms of CLOCK_MONOTONIC_RAW, 1.000001 ms of CLOCK_MONOTONIC.
+        assert_eq!(
+            wait_request(TimerKind::Native, now, target, mono_now, &cal),
+            Wait::For(1_000_000)
+        );
+        for kind in [TimerKind::Hr, TimerKind::Timerfd, TimerKind::Posix] {
+            assert_eq!(
+                wait_request(kind, now, target, mono_now, &cal),
+                Wait::Until(mono_now + 1_000_001),
+                "{kind:?}"
+            );
+        }
+        assert_eq!(
+            wait_request(TimerKind::Busy, now, target, mono_now, &cal),
+            Wait::Spin
+        );
+        assert_eq!(
+            wait_request(TimerKind::Rtc, now, target, mono_now, &cal),
+            Wait::Spin
+        );
+        // A target already passed asks for no time at all.
+        assert_eq!(
+            wait_request(TimerKind::Native, target + 5, target, mono_now, &cal),
+            Wait::For(0)
+        );
     }
 
     #[test]

@@ -452,6 +452,23 @@ fn model_ticks(w: &Workload, cal: &Calibration) -> Model {
     }
 }
 
+/// When a thread stops, in ticks from the run's start. A timer thread on a fixed grid stops
+/// after a whole number of periods, each rounded to whole ticks, so that a run of D at interval
+/// P has exactly ⌈D/P⌉ releases however the rounding falls.
+fn finish_offset(t: &ThreadSpec, cal: &Calibration) -> u64 {
+    match t.workload {
+        Workload::Timer {
+            period_ns,
+            resync: false,
+        } if period_ns.0 > 0 => {
+            let span = t.finish_ns.0.saturating_sub(t.start_ns.0);
+            let releases = span.div_ceil(period_ns.0);
+            cal.ticks_for_ns(t.start_ns.0) + releases * cal.ticks_for_ns(period_ns.0)
+        }
+        _ => cal.ticks_for_ns(t.finish_ns.0),
+    }
+}
+
 /// Buffer sizes for a thread's job log and latency samples.
 fn capacities(t: &ThreadSpec) -> (usize, usize) {
     let span = t.finish_ns.0.saturating_sub(t.start_ns.0);
@@ -678,7 +695,7 @@ fn run_threads<C: Clock + Copy + Send + 'static>(
             privileged,
             model: model_ticks(&t.workload, &cal0),
             start_offset: cal0.ticks_for_ns(t.start_ns.0),
-            finish_offset: cal0.ticks_for_ns(t.finish_ns.0),
+            finish_offset: finish_offset(t, &cal0),
             gap: gap_ticks,
             check,
             calibration: cal0,

@@ -667,7 +667,7 @@ fn run_lat<C: Clock, O: ThreadOps>(
 #[cfg(test)]
 mod tests {
     use super::super::mock::Script;
-    use super::super::record::{GapStats, Progress, TimerStats, Work};
+    use super::super::record::{Progress, TimerStats, Work};
     use super::*;
 
     fn plan(model: Model, finish: u64, gap: u64) -> ThreadPlan {
@@ -1056,7 +1056,10 @@ mod tests {
         let t = out.timer.expect("timer statistics");
         assert_eq!((t.releases, t.missed, t.wakeups), (100, 50, 50));
         assert_eq!(t.max_lateness_ns, 50_000);
-        assert_eq!(t.min_lateness_ns, 0, "release 70 fell due exactly at the late wakeup");
+        assert_eq!(
+            t.min_lateness_ns, 0,
+            "release 70 fell due exactly at the late wakeup"
+        );
         assert_eq!(t.raw.len(), 50);
         assert_eq!(t.lateness.len(), 100);
         let late: Vec<i64> = out

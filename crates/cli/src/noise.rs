@@ -1,0 +1,123 @@
+//! `sandglass noise`: OS noise on every chosen CPU.
+
+use crate::common::{
+    context, counter_arg, cpus_arg, exit_code_for, pm_qos_arg, policy_arg, print_json, time_arg,
+    Console, Failure,
+};
+use anyhow::Context;
+use clap::Args;
+use sandglass::noise::{self, NoiseConfig};
+use std::io::{self, Write};
+use std::path::PathBuf;
+
+/// Options of `sandglass noise`.
+#[derive(Args)]
+pub struct NoiseArgs {
+    /// CPUs to measure, such as 1 or 0-3,6 (default: every CPU but the main thread's)
+    #[arg(short = 'c', long = "cpus", allow_hyphen_values = true)]
+    pub cpus: Option<String>,
+    /// Scheduling policy of the polling threads: o:NICE (default o:0, as oslat), f:PRIO, r:PRIO,
+    /// b or i
+    #[arg(
+        short = 'P',
+        long = "policy",
+        default_value = "o:0",
+        allow_hyphen_values = true
+    )]
+    pub policy: String,
+    /// How long to measure
+    #[arg(short = 'd', long, default_value = "10s", allow_hyphen_values = true)]
+    pub duration: String,
+    /// Gap threshold: reads further apart are an interruption (default: calibrated)
+    #[arg(short = 'T', long, allow_hyphen_values = true)]
+    pub threshold: Option<String>,
+    /// Work between polls: memmove:SIZE (such as memmove:4K, as oslat's -w memmove -m 4K) or none
+    #[arg(long, default_value = "none")]
+    pub workload: String,
+    /// Capacity of the interruption list, all CPUs together (default: sized from the run)
+    #[arg(short = 'e', long)]
+    pub records: Option<String>,
+    /// Hold /dev/cpu_dma_latency at this many µs during the run, or off
+    #[arg(long, default_value = "0")]
+    pub cpu_dma_latency: String,
+    /// CPU for the main thread (default: the lowest CPU no measuring thread uses)
+    #[arg(long)]
+    pub main_cpu: Option<String>,
+    /// Allow real-time polling threads on every CPU (they could starve the machine)
+    #[arg(long)]
+    pub allow_rt_busy: bool,
+    /// Run directory (default ./sandglass-runs/<id>)
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// Print one JSON object on standard output instead of the table
+    #[arg(long)]
+    pub json: bool,
+    /// What the engine reads for time: auto, tsc or raw
+    #[arg(long, default_value = "auto")]
+    pub counter: String,
+}
+
+/// Turns the options into a configuration, refusing bad values with one clear line.
+pub fn config(a: &NoiseArgs) -> Result<NoiseConfig, Failure> {
+    let main_cpu = match &a.main_cpu {
+        Some(v) => {
+            let l = cpus_arg("--main-cpu", v)?;
+            if l.len() != 1 {
+                return Err(Failure::usage(format!(
+                    "--main-cpu {v}: give exactly one CPU"
+                )));
+            }
+            Some(l.first())
+        }
+        None => None,
+    };
+    let records = match &a.records {
+        Some(v) => Some(match v.parse::<usize>() {
+            Ok(n) if (1..=sandglass::hourglass::cmdline::MAX_RECORDS).contains(&n) => n,
+            _ => {
+                return Err(Failure::usage(format!(
+                    "-e {v}: give a whole number of records from 1 to {}",
+                    sandglass::hourglass::cmdline::MAX_RECORDS
+                )))
+            }
+        }),
+        None => None,
+    };
+    let c = NoiseConfig {
+        cpus: a.cpus.as_deref().map(|v| cpus_arg("-c", v)).transpose()?,
+        policy: policy_arg(&a.policy)?,
+        duration_ns: time_arg("-d", &a.duration)?,
+        threshold_ns: a
+            .threshold
+            .as_deref()
+            .map(|v| time_arg("-T", v))
+            .transpose()?,
+        memmove_bytes: noise::parse_workload(&a.workload).map_err(Failure::usage)?,
+        records,
+        main_cpu,
+        allow_rt_busy: a.allow_rt_busy,
+        cpu_dma_latency_us: pm_qos_arg(&a.cpu_dma_latency)?,
+        output_dir: a.output.clone(),
+        counter: counter_arg(&a.counter)?,
+    };
+    noise::validate(&c).map_err(Failure::usage)?;
+    Ok(c)
+}
+
+pub fn noise(a: &NoiseArgs) -> Result<u8, Failure> {
+    let c = config(a)?;
+    let mut console = Console::with_live_rows("interruptions");
+    let result = noise::run(&c, &context(), &mut console);
+    console.clear();
+    let result = result?;
+    if a.json {
+        print_json(&result)?;
+    } else {
+        let stdout = io::stdout();
+        let mut out = io::BufWriter::new(stdout.lock());
+        sandglass_report::noise::write(&mut out, &result)
+            .and_then(|_| out.flush())
+            .context("writing the output")?;
+    }
+    Ok(exit_code_for(&result.state))
+}

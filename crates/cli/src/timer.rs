@@ -1,0 +1,145 @@
+//! `sandglass timer`: timer wakeup latency on every chosen CPU.
+
+use crate::common::{
+    context, counter_arg, cpus_arg, exit_code_for, pm_qos_arg, policy_arg, print_json, time_arg,
+    Console, Failure,
+};
+use anyhow::Context;
+use clap::Args;
+use sandglass::model::TimerKind;
+use sandglass::timer::{self, TimerConfig};
+use std::io::{self, Write};
+use std::path::PathBuf;
+
+/// Options of `sandglass timer`.
+#[derive(Args)]
+pub struct TimerArgs {
+    /// CPUs to measure, such as 1 or 0-3,6 (default: every CPU but the main thread's)
+    #[arg(short = 'c', long = "cpus", allow_hyphen_values = true)]
+    pub cpus: Option<String>,
+    /// Scheduling policy: f:PRIO, r:PRIO, o:NICE, b or i; SCHED_OTHER with a warning when
+    /// real-time priorities are not permitted
+    #[arg(
+        short = 'P',
+        long = "policy",
+        default_value = "f:95",
+        allow_hyphen_values = true
+    )]
+    pub policy: String,
+    /// Time between releases
+    #[arg(short = 'i', long, default_value = "1ms", allow_hyphen_values = true)]
+    pub interval: String,
+    /// How long to measure
+    #[arg(short = 'd', long, default_value = "10s", allow_hyphen_values = true)]
+    pub duration: String,
+    /// How to wait: hr (clock_nanosleep, absolute), native (relative nanosleep), timerfd,
+    /// posix (timer_create) or busy (spin)
+    #[arg(long, default_value = "hr")]
+    pub timer: String,
+    /// absolute: releases on a fixed grid, as cyclictest; resync: one interval after each
+    /// wakeup, as Hourglass's LAT
+    #[arg(long, default_value = "absolute")]
+    pub mode: String,
+    /// Thresholds of the "samples later than" table, such as 100us,1ms (default: 1, 5, 10 and
+    /// 50 ms plus a hundredth, a twentieth, a tenth and a half of the interval)
+    #[arg(long, value_delimiter = ',')]
+    pub thresholds: Option<Vec<String>>,
+    /// Bin width of the interval histogram
+    #[arg(long, default_value = "100us")]
+    pub interval_bin: String,
+    /// Hold /dev/cpu_dma_latency at this many µs during the run, or off
+    #[arg(long, default_value = "0")]
+    pub cpu_dma_latency: String,
+    /// CPU for the main thread (default: the lowest CPU no measuring thread uses)
+    #[arg(long)]
+    pub main_cpu: Option<String>,
+    /// Run directory (default ./sandglass-runs/<id>)
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// Print one JSON object on standard output instead of the table
+    #[arg(long)]
+    pub json: bool,
+    /// What the engine reads for time: auto, tsc or raw
+    #[arg(long, default_value = "auto")]
+    pub counter: String,
+}
+
+/// Turns the options into a configuration, refusing bad values with one clear line.
+pub fn config(a: &TimerArgs) -> Result<TimerConfig, Failure> {
+    let interval = time_arg("-i", &a.interval)?;
+    let kind = match a.timer.to_ascii_lowercase().as_str() {
+        "hr" => TimerKind::Hr,
+        "native" => TimerKind::Native,
+        "timerfd" => TimerKind::Timerfd,
+        "posix" => TimerKind::Posix,
+        "busy" => TimerKind::Busy,
+        _ => {
+            return Err(Failure::usage(format!(
+                "--timer {}: unknown timer; use hr, native, timerfd, posix or busy",
+                a.timer
+            )))
+        }
+    };
+    let resync = match a.mode.as_str() {
+        "absolute" => false,
+        "resync" => true,
+        other => {
+            return Err(Failure::usage(format!(
+                "--mode {other}: use absolute (a fixed release grid) or resync (one interval after each wakeup)"
+            )))
+        }
+    };
+    let thresholds = match &a.thresholds {
+        Some(list) => list
+            .iter()
+            .map(|t| time_arg("--thresholds", t))
+            .collect::<Result<Vec<_>, _>>()?,
+        None => timer::default_thresholds(interval),
+    };
+    let main_cpu = match &a.main_cpu {
+        Some(v) => {
+            let l = cpus_arg("--main-cpu", v)?;
+            if l.len() != 1 {
+                return Err(Failure::usage(format!(
+                    "--main-cpu {v}: give exactly one CPU"
+                )));
+            }
+            Some(l.first())
+        }
+        None => None,
+    };
+    let c = TimerConfig {
+        cpus: a.cpus.as_deref().map(|v| cpus_arg("-c", v)).transpose()?,
+        policy: policy_arg(&a.policy)?,
+        interval_ns: interval,
+        duration_ns: time_arg("-d", &a.duration)?,
+        timer: kind,
+        resync,
+        thresholds_ns: thresholds,
+        interval_bin_ns: time_arg("--interval-bin", &a.interval_bin)?,
+        main_cpu,
+        cpu_dma_latency_us: pm_qos_arg(&a.cpu_dma_latency)?,
+        output_dir: a.output.clone(),
+        counter: counter_arg(&a.counter)?,
+    };
+    timer::validate(&c).map_err(Failure::usage)?;
+    Ok(c)
+}
+
+pub fn timer(a: &TimerArgs) -> Result<u8, Failure> {
+    let c = config(a)?;
+    let mut console = Console::with_live_rows("wakeups");
+    let result = timer::run(&c, &context(), &mut console);
+    console.clear();
+    let result = result?;
+    if a.json {
+        print_json(&result)?;
+    } else {
+        let stdout = io::stdout();
+        let mut out = io::BufWriter::new(stdout.lock());
+        sandglass_report::timer::write(&mut out, &result)
+            .and_then(|_| out.flush())
+            .context("writing the output")?;
+    }
+    Ok(exit_code_for(&result.state))
+}

@@ -1,0 +1,104 @@
+//! The text summary of `sandglass noise`, in the spirit of sysjitter's per-core rows: noise
+//! share, interruptions per second, percentiles and the longest interruption, then a compact
+//! histogram per CPU.
+
+use crate::text::{count, percent};
+use sandglass::histo::Percentiles;
+use sandglass::noise::NoiseResult;
+use sandglass::Nanos;
+use std::io::{self, Write};
+
+fn ns(v: u64) -> String {
+    Nanos(v).to_string()
+}
+
+/// Writes the summary.
+pub fn write(w: &mut dyn Write, r: &NoiseResult) -> io::Result<()> {
+    writeln!(
+        w,
+        "sandglass noise: {} CPU(s), {} requested; {} ({})",
+        r.cpus.len(),
+        r.duration_ns,
+        r.state.name(),
+        r.end_detail
+    )?;
+    let threshold = if r.threshold_source == "calibrated" {
+        format!("{} ns ({})", r.threshold_ns, r.threshold_explanation)
+    } else {
+        format!("{} ns ({})", r.threshold_ns, r.threshold_source)
+    };
+    writeln!(w, "gap threshold: {threshold}")?;
+    if r.memmove_bytes > 0 {
+        writeln!(
+            w,
+            "workload between polls: memmove of {} bytes",
+            r.memmove_bytes
+        )?;
+    }
+    writeln!(
+        w,
+        "{:>4} {:>9} {:>10} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10}",
+        "CPU", "noise", "int/s", "p50", "p99", "p99.9", "p99.99", "max", "runtime"
+    )?;
+    for c in &r.cpus {
+        let p = c.percentiles_ns.as_ref();
+        let supported = Percentiles::supported(c.interruptions);
+        let cell = |name: &str| -> String {
+            match p {
+                Some(p) if supported.contains(&name) => p.get(name).map(ns).unwrap_or_default(),
+                _ => "-".into(),
+            }
+        };
+        writeln!(
+            w,
+            "{:>4} {:>9} {:>10.1} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10}",
+            c.cpu,
+            percent(c.noise_share),
+            c.interruptions_per_s,
+            cell("p50"),
+            cell("p99"),
+            cell("p99.9"),
+            cell("p99.99"),
+            ns(c.max_ns),
+            ns(c.runtime_ns)
+        )?;
+    }
+    for c in &r.cpus {
+        writeln!(
+            w,
+            "CPU {} ({}, tid {}): {} interruptions, {} of noise in {}, loop {:.1} ns per iteration",
+            c.cpu,
+            c.policy.as_deref().unwrap_or("policy unknown"),
+            c.tid,
+            count(c.interruptions),
+            ns(c.noise_ns),
+            ns(c.runtime_ns),
+            c.mean_iteration_ns.unwrap_or(0.0)
+        )?;
+        if let Some(e) = &c.error {
+            writeln!(w, "  error: {e}")?;
+        }
+        let bins: Vec<String> = c
+            .histogram
+            .iter()
+            .map(|b| format!("<={} {}", ns(b.to_ns), count(b.count)))
+            .collect();
+        writeln!(w, "  durations: {}", bins.join(", "))?;
+    }
+    writeln!(
+        w,
+        "setup: memory {}; /dev/cpu_dma_latency {}",
+        if r.memory_locked {
+            "locked"
+        } else {
+            "not locked"
+        },
+        r.pm_qos_us
+            .map(|u| format!("held at {u} us"))
+            .unwrap_or_else(|| "not held".into())
+    )?;
+    for warn in &r.warnings {
+        writeln!(w, "warning: {}", warn.message)?;
+    }
+    writeln!(w, "run directory: {}", r.run_dir)
+}

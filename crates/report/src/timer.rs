@@ -1,0 +1,170 @@
+//! The text summary of `sandglass timer`: one row per CPU with corrected lateness percentiles
+//! and missed releases, the raw figures cyclictest would report beside them, Jones & Regehr's
+//! interval statistics and histogram, and Hourglass's "samples later than" table.
+
+use crate::text::{count, percent, signed};
+use sandglass::histo::Percentiles;
+use sandglass::timer::{TimerCpu, TimerResult};
+use sandglass::Nanos;
+use std::io::{self, Write};
+
+fn ns(v: u64) -> String {
+    Nanos(v).to_string()
+}
+
+fn row(w: &mut dyn Write, label: &str, p: &Percentiles) -> io::Result<()> {
+    let supported = Percentiles::supported(p.count);
+    let cell = |name: &str| -> String {
+        if supported.contains(&name) {
+            p.get(name).map(ns).unwrap_or_default()
+        } else {
+            "-".to_string()
+        }
+    };
+    writeln!(
+        w,
+        "  {:<9} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        label,
+        signed(p.min),
+        cell("p50"),
+        cell("p90"),
+        cell("p99"),
+        cell("p99.9"),
+        cell("p99.99"),
+        cell("p99.9999"),
+        signed(p.max)
+    )
+}
+
+fn cpu_block(w: &mut dyn Write, c: &TimerCpu, r: &TimerResult) -> io::Result<()> {
+    writeln!(
+        w,
+        "CPU {} (thread {}, tid {}, {}): {} releases, {} wakeups, {} missed releases ({})",
+        c.cpu,
+        c.thread,
+        c.tid,
+        c.policy.as_deref().unwrap_or("policy unknown"),
+        count(c.count),
+        count(c.wakeups),
+        count(c.missed_releases),
+        percent(if c.count > 0 {
+            c.missed_releases as f64 / c.count as f64
+        } else {
+            0.0
+        })
+    )?;
+    if let Some(e) = &c.error {
+        writeln!(w, "  error: {e}")?;
+    }
+    writeln!(
+        w,
+        "  {:<9} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "lateness", "min", "p50", "p90", "p99", "p99.9", "p99.99", "p99.9999", "max"
+    )?;
+    if let Some(p) = &c.lateness_ns {
+        row(w, "corrected", p)?;
+    }
+    if let Some(p) = &c.raw_lateness_ns {
+        row(w, "raw", p)?;
+    }
+    if let Some(i) = &c.interval_ns {
+        writeln!(
+            w,
+            "  interval between wakeups: min {}, average {}, stddev {}, max {} (interval {})",
+            ns(i.min),
+            ns(i.mean.round() as u64),
+            ns(i.stddev.round() as u64),
+            ns(i.max),
+            r.interval_ns
+        )?;
+    }
+    let bins: Vec<String> = c
+        .interval_histogram
+        .bins
+        .iter()
+        .map(|b| format!("{}-{} {}", ns(b.from_ns), ns(b.to_ns), count(b.count)))
+        .collect();
+    if !bins.is_empty() {
+        let shown = 12;
+        let more = bins.len().saturating_sub(shown);
+        writeln!(
+            w,
+            "  interval histogram ({} bins): {}{}",
+            ns(c.interval_histogram.bin_ns),
+            bins[..bins.len().min(shown)].join(", "),
+            if more > 0 {
+                format!(", ... ({more} more bins in summary.json)")
+            } else {
+                String::new()
+            }
+        )?;
+    }
+    let later: Vec<String> = c
+        .later_than
+        .iter()
+        .map(|l| {
+            if l.count == l.raw_count {
+                format!("{} {}", ns(l.threshold_ns), count(l.count))
+            } else {
+                format!(
+                    "{} {} (raw {})",
+                    ns(l.threshold_ns),
+                    count(l.count),
+                    count(l.raw_count)
+                )
+            }
+        })
+        .collect();
+    writeln!(w, "  samples later than: {}", later.join(", "))?;
+    if let (Some(t), Some(per)) = (c.cpu_time_ns, c.cpu_time_per_wakeup_ns) {
+        writeln!(
+            w,
+            "  CPU time: {} in all, {} per wakeup",
+            ns(t),
+            ns(per.round() as u64)
+        )?;
+    }
+    if c.early > 0 {
+        writeln!(
+            w,
+            "  {} wakeups read slightly before their release (counter calibration noise; counted as 0)",
+            count(c.early)
+        )?;
+    }
+    Ok(())
+}
+
+/// Writes the summary.
+pub fn write(w: &mut dyn Write, r: &TimerResult) -> io::Result<()> {
+    writeln!(
+        w,
+        "sandglass timer: {} CPU(s), interval {}, {} timer, {} releases, {} requested, {} measured; {} ({})",
+        r.cpus.len(),
+        r.interval_ns,
+        r.timer,
+        r.mode,
+        r.duration_ns,
+        Nanos(r.elapsed_ns),
+        r.state.name(),
+        r.end_detail
+    )?;
+    for c in &r.cpus {
+        cpu_block(w, c, r)?;
+    }
+    writeln!(
+        w,
+        "setup: memory {}; /dev/cpu_dma_latency {}",
+        if r.memory_locked {
+            "locked"
+        } else {
+            "not locked"
+        },
+        r.pm_qos_us
+            .map(|u| format!("held at {u} us"))
+            .unwrap_or_else(|| "not held".into())
+    )?;
+    for warn in &r.warnings {
+        writeln!(w, "warning: {}", warn.message)?;
+    }
+    writeln!(w, "run directory: {}", r.run_dir)
+}
