@@ -179,6 +179,9 @@ impl Measured {
     }
 }
 
+/// Above this busy share, an SMT sibling of a measured CPU is reported.
+const SIBLING_BUSY: f64 = 0.05;
+
 /// Longest a thread may take to report its setup.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(20);
 /// Time between the barrier and the common start, for every thread to reach its first sleep.
@@ -815,6 +818,11 @@ fn run_threads<C: Clock + Copy + Send + 'static>(
         );
     }
 
+    let siblings = plan::idle_siblings(placement);
+    let sibling_times: Vec<Option<system::CpuTimes>> = siblings
+        .iter()
+        .map(|&(_, s)| system::cpu_times(s))
+        .collect();
     let margin = cal0.ticks_for_ns(START_MARGIN_NS);
     let t0 = clock.now() + margin;
     start_tick.store(t0, Ordering::SeqCst);
@@ -929,6 +937,18 @@ fn run_threads<C: Clock + Copy + Send + 'static>(
         .collect();
     let a2 = clock::anchor(kind);
     let calibration = Calibration::from_anchors(kind, a0, a2);
+    for (&(cpu, sib), before) in siblings.iter().zip(&sibling_times) {
+        let busy = before
+            .as_ref()
+            .zip(system::cpu_times(sib))
+            .and_then(|(b, a)| b.busy_share(&a));
+        if let Some(share) = busy.filter(|&b| b > SIBLING_BUSY) {
+            warnings.push(Warning::new(
+                WarningKind::SmtSibling,
+                format!("CPU {sib}, which shares a core with measured CPU {cpu} (SMT), was busy {:.0}% of the run: its work slows the measured thread and shows as false gaps and latency; keep it idle or take it offline (echo 0 > /sys/devices/system/cpu/cpu{sib}/online)", share * 100.0),
+            ));
+        }
+    }
 
     if raised {
         if let Some(attr) = main_attr {

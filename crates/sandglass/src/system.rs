@@ -349,6 +349,48 @@ pub fn snapshot() -> SystemSnapshot {
     }
 }
 
+/// Per-CPU time counters of `/proc/stat`, in clock ticks (USER_HZ).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuTimes {
+    /// All time: user, nice, system, idle, iowait, irq, softirq, steal.
+    pub total: u64,
+    /// Idle and iowait.
+    pub idle: u64,
+}
+
+impl CpuTimes {
+    /// The share of `later - self` that the CPU was busy.
+    pub fn busy_share(&self, later: &CpuTimes) -> Option<f64> {
+        let total = later.total.checked_sub(self.total)?;
+        let idle = later.idle.checked_sub(self.idle)?;
+        (total > 0).then(|| (total.saturating_sub(idle)) as f64 / total as f64)
+    }
+}
+
+/// The counters of CPU `cpu` in `/proc/stat` text.
+pub fn parse_cpu_times(stat: &str, cpu: usize) -> Option<CpuTimes> {
+    let prefix = format!("cpu{cpu} ");
+    let line = stat.lines().find(|l| l.starts_with(&prefix))?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .take(8)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    if v.len() < 5 {
+        return None;
+    }
+    Some(CpuTimes {
+        total: v.iter().sum(),
+        idle: v[3] + v[4],
+    })
+}
+
+/// The current counters of CPU `cpu`.
+pub fn cpu_times(cpu: usize) -> Option<CpuTimes> {
+    parse_cpu_times(&std::fs::read_to_string("/proc/stat").ok()?, cpu)
+}
+
 /// True when `path` exists (used for device checks such as `/dev/rtc`).
 pub fn exists(path: &str) -> bool {
     Path::new(path).exists()
@@ -393,6 +435,19 @@ mod tests {
             parse_debugfs_preempt("none (voluntary) full"),
             Some("voluntary".into())
         );
+    }
+
+    #[test]
+    fn cpu_times_from_proc_stat() {
+        let a = "cpu  10 0 10 80 0 0 0 0 0 0\ncpu0 5 0 5 40 0 0 0 0 0 0\ncpu1 100 0 50 1000 10 0 0 0 0 0\n";
+        let b = "cpu1 160 0 90 1090 20 0 0 0 0 0\n";
+        let t0 = parse_cpu_times(a, 1).expect("cpu1");
+        assert_eq!(t0, CpuTimes { total: 1160, idle: 1010 });
+        let t1 = parse_cpu_times(b, 1).expect("cpu1");
+        // 200 ticks passed, 100 of them busy.
+        assert_eq!(t0.busy_share(&t1), Some(0.5));
+        assert_eq!(parse_cpu_times(a, 7), None);
+        assert_eq!(t1.busy_share(&t0), None);
     }
 
     #[test]

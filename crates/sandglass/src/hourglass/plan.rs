@@ -107,6 +107,22 @@ pub fn place(spec: &HourglassSpec, allowed: &[usize]) -> Result<Placement, Strin
     })
 }
 
+/// The SMT siblings of the measured CPUs that no measuring thread uses: work on them during
+/// the run slows the measured threads (see [`crate::system::CpuTimes`]).
+pub fn idle_siblings(placement: &Placement) -> Vec<(usize, usize)> {
+    let mut v = Vec::new();
+    for cpu in placement.measured.iter() {
+        if let Some(sib) = crate::system::smt_siblings(cpu) {
+            for other in sib.iter() {
+                if other != cpu && !placement.measured.contains(other) {
+                    v.push((cpu, other));
+                }
+            }
+        }
+    }
+    v
+}
+
 /// Warnings known before the run starts.
 pub fn pre_run_warnings(
     spec: &HourglassSpec,
@@ -181,21 +197,6 @@ pub fn pre_run_warnings(
             WarningKind::FrequencyScaling,
             format!("CPU frequency governor {}: the counter ticks at a constant rate but the work per tick varies; set the governor to performance (cpupower frequency-set -g performance)", governors.join(", ")),
         ));
-    }
-    for cpu in placement.measured.iter() {
-        if let Some(sib) = crate::system::smt_siblings(cpu) {
-            let others: Vec<String> = sib
-                .iter()
-                .filter(|&c| c != cpu)
-                .map(|c| c.to_string())
-                .collect();
-            if !others.is_empty() {
-                w.push(Warning::new(
-                    WarningKind::SmtSibling,
-                    format!("measured CPU {cpu} shares its core with CPU {} (SMT): work there slows the measured threads and shows as false gaps; keep the sibling idle or take it offline", others.join(",")),
-                ));
-            }
-        }
     }
     w
 }
