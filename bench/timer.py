@@ -2,8 +2,11 @@
 """sandglass timer beside cyclictest, and sandglass noise beside oslat, in one run.
 
 Same CPU, interval and priority; alternating A and B REPS times; first on an idle machine, then
-under `stress-ng --cpu 1 --vm 1`. The CPU time of each run is the child process's user + system
-time from getrusage (the same method for both tools), divided by its wakeups. Prints Markdown.
+under `stress-ng --cpu 1 --vm 1`. CPU time per wakeup is measured the same way for both tools:
+each repetition runs the tool for SECONDS and for SHORT seconds, takes the child process's user +
+system time from getrusage for each, and divides the difference by the difference in wakeups.
+The slope cancels what a tool spends once per run (start-up, calibration, writing results) and
+keeps what it spends per wakeup, in the kernel and in user space. Prints Markdown.
 
     python3 bench/timer.py [--cpu 1] [--seconds 10] [--reps 3]
 
@@ -60,6 +63,7 @@ def sandglass_timer(cpu, secs, tmp):
                       "--json", "-o", os.path.join(tmp, f"sg-{time.monotonic_ns()}")])
     c = json.loads(out)["cpus"][0]
     return {
+        "cpu_s": cpu_s,
         "p50_us": c["raw_lateness_ns"]["p50"] / 1e3,
         "p99_us": c["raw_lateness_ns"]["p99"] / 1e3,
         "corrected_p99_us": c["lateness_ns"]["p99"] / 1e3,
@@ -78,6 +82,7 @@ def cyclictest(cpu, secs, tmp):
     t = json.load(open(path))["thread"]["0"]
     hist = {int(k): v for k, v in t["histogram"].items()}
     return {
+        "cpu_s": cpu_s,
         "p50_us": quantile_from_hist(hist, 0.5),
         "p99_us": quantile_from_hist(hist, 0.99),
         "corrected_p99_us": None,
@@ -135,6 +140,7 @@ def main():
     ap.add_argument("--cpu", type=int, default=(os.cpu_count() or 2) - 1)
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--short", type=int, default=2)
     a = ap.parse_args()
     main_cpu = 0 if a.cpu != 0 else 1
     ensure_tools()
@@ -150,8 +156,12 @@ def main():
                 time.sleep(2)
             try:
                 for _ in range(a.reps):
-                    results.setdefault((load, "sandglass timer"), []).append(sandglass_timer(a.cpu, a.seconds, tmp))
-                    results.setdefault((load, "cyclictest"), []).append(cyclictest(a.cpu, a.seconds, tmp))
+                    for tool, f in (("sandglass timer", sandglass_timer), ("cyclictest", cyclictest)):
+                        long_run = f(a.cpu, a.seconds, tmp)
+                        short_run = f(a.cpu, a.short, tmp)
+                        dw = long_run["wakeups"] - short_run["wakeups"]
+                        long_run["cpu_per_wakeup_us"] = (long_run["cpu_s"] - short_run["cpu_s"]) * 1e6 / dw
+                        results.setdefault((load, tool), []).append(long_run)
                 for _ in range(a.reps):
                     results.setdefault((load, "sandglass noise"), []).append(sandglass_noise(a.cpu, a.seconds, tmp))
                     results.setdefault((load, "oslat"), []).append(oslat(a.cpu, a.seconds, tmp, main_cpu))
@@ -159,8 +169,9 @@ def main():
                 if stress:
                     stress.terminate()
                     stress.wait()
-    print(f"CPU {a.cpu}, interval 1 ms, SCHED_FIFO 95, {a.seconds} s per run, {a.reps} alternating "
-          f"repetitions per tool and load; medians of the repetitions. {ct_version}.\n")
+    print(f"CPU {a.cpu}, interval 1 ms, SCHED_FIFO 95, {a.seconds} s per run (and {a.short} s runs for the "
+          f"CPU-time slope), {a.reps} alternating repetitions per tool and load; medians of the "
+          f"repetitions. {ct_version}.\n")
     print("### Timer latency\n")
     print("| load | tool | median lateness (µs) | p99 (µs) | corrected p99 (µs) | max (µs) | missed releases | CPU per wakeup (µs) |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")

@@ -2,6 +2,7 @@
 //! exit codes (0 success, 1 failure while running, 2 bad input or a command that cannot run as
 //! given).
 
+mod analyze;
 mod calibrate;
 mod common;
 mod hourglass;
@@ -42,6 +43,9 @@ enum Command {
     Timer(timer::TimerArgs),
     /// OS noise on every chosen CPU: every interruption of a polling thread (oslat, sysjitter)
     Noise(noise::NoiseArgs),
+    /// Schedulability, tail prediction, buffer underrun, cost models and statistics, fed by
+    /// published examples or by measured runs
+    Analyze(analyze::AnalyzeArgs),
     /// The default measurement: dispatch latency of a 1 ms real-time timer thread and every
     /// interruption of a CPU-bound thread sharing its CPU
     Quick(hourglass::QuickArgs),
@@ -99,6 +103,7 @@ fn main() -> ExitCode {
         Command::Hourglass { args } => hourglass::hourglass(args),
         Command::Quick(a) => hourglass::quick(a),
         Command::Timer(a) => timer::timer(a),
+        Command::Analyze(a) => analyze::analyze(a),
         Command::Noise(a) => noise::noise(a),
         Command::Calibrate(a) => calibrate::calibrate(a),
         Command::Sysinfo { json } => sysinfo::sysinfo(*json),

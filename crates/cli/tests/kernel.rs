@@ -784,3 +784,174 @@ fn noise_json_reports_every_interruption() {
         c["max_ns"]
     );
 }
+
+/// The analyses fed by measured runs (Cota-Robles & Held's pseudo worst case): jitter from a
+/// timer run at a percentile, C from an hourglass run's execution times, the worst case per
+/// hour and the MTTF from a run's distribution, context switches from a trace. A damaged run is
+/// refused with the file's name.
+#[test]
+fn analyses_read_measured_runs() {
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let timer_run = tmp.path().join("timer");
+    let hg_run = tmp.path().join("hourglass");
+    let sg = || Command::cargo_bin("sandglass").unwrap();
+    let out = sg()
+        .args(["timer", "-c", "1", "-d", "2s", "-o"])
+        .arg(&timer_run)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = sg()
+        .args([
+            "hourglass",
+            "-n",
+            "2",
+            "-d",
+            "2s",
+            "-x",
+            "-t",
+            "0",
+            "-w",
+            "PERIODIC",
+            "2ms",
+            "10ms",
+        ])
+        .args(["-i", "HR", "-t", "1", "-w", "CPU_YIELD", "1ms", "-o"])
+        .arg(&hg_run)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let task_file = format!(
+        "{}/tests/data/hourglass-5.5.toml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let json = |args: Vec<String>| -> serde_json::Value {
+        let out = sg().args(&args).output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let at = |run: &Path, p: &str| format!("{}@{p}", run.display());
+    let v = json(vec![
+        "analyze".into(),
+        "rta".into(),
+        task_file.clone(),
+        "--jitter-from".into(),
+        at(&timer_run, "p99"),
+        "--wcet-from".into(),
+        format!("modem={}", at(&hg_run, "max:0")),
+        "--json".into(),
+    ]);
+    let j = v["tasks"][0]["jitter_ns"].as_u64().unwrap();
+    assert!(j > 0 && j < 10_000_000, "jitter {j}");
+    let c = v["tasks"][0]["wcet_ns"].as_u64().unwrap();
+    assert!((2_000_000..4_000_000).contains(&c), "measured C {c}");
+    let r0 = v["tasks"][0]["response_time_ns"].as_u64().unwrap();
+    assert_eq!(r0, j + c, "the highest-priority task's R is J + C");
+
+    let v = json(vec![
+        "analyze".into(),
+        "worst-case".into(),
+        "--run".into(),
+        timer_run.display().to_string(),
+        "--json".into(),
+    ]);
+    assert!(v["thresholds"].as_array().unwrap().len() >= 3);
+    let v = json(vec![
+        "analyze".into(),
+        "mttf".into(),
+        "--run".into(),
+        timer_run.display().to_string(),
+        "--buffer".into(),
+        "1ms".into(),
+        "--buffers".into(),
+        "2".into(),
+        "--json".into(),
+    ]);
+    assert_eq!(v["slack_ns"], 1_000_000);
+    let v = json(vec![
+        "analyze".into(),
+        "ctxsw".into(),
+        hg_run.display().to_string(),
+        "--json".into(),
+    ]);
+    assert!(v["count"].as_u64().unwrap() > 10);
+
+    // Damage the timer run: the analysis names the altered file and measures nothing.
+    let samples = timer_run.join("samples.csv");
+    let text = std::fs::read_to_string(&samples).unwrap();
+    std::fs::write(&samples, &text[..text.len() / 2]).unwrap();
+    let out = sg()
+        .args(["analyze", "worst-case", "--run"])
+        .arg(&timer_run)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("samples.csv") && stderr.contains("truncated"),
+        "{stderr}"
+    );
+}
+
+/// Hourglass §5.2's experiment runs end to end and gives every size its trials and a summary.
+#[test]
+fn cache_cost_experiment_runs() {
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = Command::cargo_bin("sandglass")
+        .unwrap()
+        .args([
+            "analyze",
+            "cache-cost",
+            "--sizes",
+            "8,512",
+            "--reps",
+            "2",
+            "--duration",
+            "500ms",
+        ])
+        .args(["--threads", "4", "--json"])
+        .env("SANDGLASS_RUNS_DIR", tmp.path())
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = v.as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    for r in rows {
+        let trials = r["trials"].as_array().unwrap();
+        assert_eq!(trials.len(), 2);
+        for t in trials {
+            assert!(t["work_one"].as_f64().unwrap() > 0.0);
+            assert!(t["work_many"].as_f64().unwrap() > 0.0);
+        }
+        assert!(r["summary"].is_object() || r["error"].is_string(), "{r}");
+    }
+    // Each trial's two runs are kept together.
+    let parents: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().flatten().collect();
+    assert_eq!(parents.len(), 1);
+    assert_eq!(std::fs::read_dir(parents[0].path()).unwrap().count(), 8);
+}

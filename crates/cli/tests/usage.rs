@@ -189,3 +189,157 @@ fn noise_bad_input() {
     usage_error("noise -e 0", "-e 0");
     usage_error("noise -P f:0", "from 1 to 99");
 }
+
+fn data(name: &str) -> String {
+    format!("{}/tests/data/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn json_of(args: &[&str]) -> serde_json::Value {
+    let out = sandglass().args(args).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Hourglass §5.5 through the command line: R = 3 ms and 29 ms; with 8 ms of jitter and
+/// C = 19 ms the video task's R is 39 ms, a miss.
+#[test]
+fn analyze_rta_reproduces_hourglass_5_5() {
+    let v = json_of(&["analyze", "rta", &data("hourglass-5.5.toml"), "--json"]);
+    let r: Vec<u64> = v["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["response_time_ns"].as_u64().unwrap())
+        .collect();
+    assert_eq!(r, vec![3_000_000, 29_000_000]);
+    assert_eq!(v["schedulable"], true);
+    assert!(v["utilization"].as_f64().unwrap() > 0.89);
+    let v = json_of(&[
+        "analyze",
+        "rta",
+        &data("hourglass-5.5-jitter.toml"),
+        "--json",
+    ]);
+    assert_eq!(v["tasks"][1]["response_time_ns"], 39_000_000);
+    assert_eq!(v["tasks"][1]["schedulable"], false);
+    assert_eq!(v["schedulable"], false);
+    let v = json_of(&["analyze", "edf", &data("hourglass-5.5.toml"), "--json"]);
+    assert_eq!(v["feasible"], true);
+    assert!(v["first_failure_ns"].is_null());
+}
+
+#[test]
+fn analyze_small_models() {
+    let v = json_of(&[
+        "analyze",
+        "two-rate",
+        "--rate",
+        "100:1530",
+        "--rate",
+        "2000:1333.6",
+        "--json",
+    ]);
+    let o = v["overhead_ns"].as_f64().unwrap();
+    assert!((66_000.0..68_000.0).contains(&o), "{o}");
+    let v = json_of(&[
+        "analyze",
+        "switch-cost",
+        "--work-one",
+        "1000",
+        "--work-many",
+        "900",
+        "--duration",
+        "45s",
+        "--switches",
+        "1000",
+        "--json",
+    ]);
+    // (1000 - 900)/1000 · 45 s / 1000 = 4.5 ms per switch.
+    assert_eq!(v["cost_ns"].as_f64().unwrap().round(), 4_500_000.0);
+    assert!((v["lost_fraction"].as_f64().unwrap() - 0.1).abs() < 1e-12);
+    let v = json_of(&[
+        "analyze",
+        "mttf",
+        "--buffer",
+        "10ms",
+        "--buffers",
+        "2",
+        "--compute",
+        "4ms",
+        "--exceedance",
+        "0.001",
+        "--json",
+    ]);
+    // slack = (2 - 1)·10 ms - 4 ms = 6 ms; MTTF = 10 ms / 0.001 = 10 s.
+    assert_eq!(v["slack_ns"], 6_000_000);
+    assert!((v["mttf_s"].as_f64().unwrap() - 10.0).abs() < 1e-9);
+}
+
+#[test]
+fn analyze_admission_matches_the_kernels_arithmetic() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("dl.toml");
+    std::fs::write(
+        &f,
+        "[[task]]\nname = \"a\"\nruntime = \"9ms\"\nperiod = \"10ms\"\n[[task]]\nname = \"b\"\nruntime = \"9ms\"\nperiod = \"10ms\"\n[[task]]\nname = \"c\"\nruntime = \"9ms\"\nperiod = \"10ms\"\n",
+    )
+    .unwrap();
+    let v = json_of(&[
+        "analyze",
+        "admission",
+        f.to_str().unwrap(),
+        "--cpus",
+        "2",
+        "--json",
+    ]);
+    let admitted: Vec<bool> = v["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["admitted"].as_bool().unwrap())
+        .collect();
+    assert_eq!(admitted, vec![true, true, false]);
+    // 9/10 · 2^20 = 943718.4 → 943718; limit 2 · 950000/1000000 · 2^20 → 2 · 996147.
+    assert_eq!(v["tasks"][0]["bw"], 943_718);
+    assert_eq!(v["limit_bw"], 1_992_294);
+}
+
+#[test]
+fn analyze_bad_files_name_the_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        ("[[task]]\nname = \"a\"\nperiod = \"8ms\"\n", "wcet"),
+        ("[[task]]\nname = \"a\"\nwcet = \"9ms\"\nperiod = \"10ms\"\ndeadline = \"8ms\"\n", ":3"),
+        ("[[task]]\nname = \"a\"\nwcet = \"1ms\"\nperiod = \"0ms\"\n", ":4"),
+        (
+            "[[task]]\nname = \"a\"\nwcet = \"1ms\"\nperiod = \"8ms\"\n[[task]]\nname = \"a\"\nwcet = \"1ms\"\nperiod = \"8ms\"\n",
+            "a",
+        ),
+        ("[[task]]\nname = \"a\"\nwcet = \"1ms\"\nperiod = \"8ms\"\ncolour = \"red\"\n", "colour"),
+    ];
+    for (i, (text, needle)) in cases.iter().enumerate() {
+        let f = dir.path().join(format!("bad{i}.toml"));
+        std::fs::write(&f, text).unwrap();
+        let name = f.to_str().unwrap().to_string();
+        usage_error(&format!("analyze rta {name}"), needle);
+        usage_error(&format!("analyze rta {name}"), &name);
+    }
+    let h = dir.path().join("hist.txt");
+    std::fs::write(&h, "10us 5\n20us five\n").unwrap();
+    let name = h.to_str().unwrap().to_string();
+    usage_error(
+        &format!("analyze mttf --histogram {name} --buffer 1ms --buffers 2"),
+        &format!("{name}:2"),
+    );
+    usage_error("analyze two-rate --rate 100:1530", "give --rate twice");
+    usage_error(
+        "analyze mttf --buffer 1ms --buffers 2",
+        "give the latency distribution",
+    );
+    usage_error("analyze ctxsw /nonexistent-run", "no manifest.json");
+}

@@ -272,6 +272,154 @@ pub fn sha256_hex(data: &[u8]) -> String {
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Why a run directory could not be read.
+#[derive(Debug, Error)]
+pub enum ReadError {
+    #[error("{0} is not a sandglass run directory: it has no manifest.json")]
+    NoManifest(PathBuf),
+    #[error("{path}: cannot read: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: not a valid manifest ({source}); the run directory is damaged")]
+    BadManifest {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{path}: schema version {found} is newer than this sandglass reads ({SCHEMA_VERSION}); upgrade sandglass")]
+    NewerSchema { path: PathBuf, found: u32 },
+    #[error(
+        "{run}: the run never finished (its manifest still says running): the process was killed"
+    )]
+    Unfinished { run: PathBuf },
+    #[error("{run}: the manifest lists no file {name}; this run has {available}")]
+    NotListed {
+        run: PathBuf,
+        name: String,
+        available: String,
+    },
+    #[error("{path}: missing, though the manifest lists it")]
+    Missing { path: PathBuf },
+    #[error("{path}: {actual} bytes where the manifest records {expected}: the file was truncated or altered")]
+    Size {
+        path: PathBuf,
+        expected: u64,
+        actual: u64,
+    },
+    #[error("{path}: its SHA-256 differs from the manifest's: the file was altered")]
+    Checksum { path: PathBuf },
+}
+
+/// A run directory opened for reading: every file is checked against the manifest's size and
+/// SHA-256 before it is used, so a truncated or altered file is reported by name, never
+/// half-read.
+#[derive(Clone, Debug)]
+pub struct RunReader {
+    path: PathBuf,
+    pub manifest: Manifest,
+}
+
+impl RunReader {
+    /// Opens the run directory at `path` and reads its manifest.
+    pub fn open(path: &Path) -> Result<RunReader, ReadError> {
+        let mpath = path.join("manifest.json");
+        if !mpath.exists() {
+            return Err(ReadError::NoManifest(path.to_path_buf()));
+        }
+        let text = std::fs::read(&mpath).map_err(|source| ReadError::Io {
+            path: mpath.clone(),
+            source,
+        })?;
+        let version: Option<u32> = serde_json::from_slice::<serde_json::Value>(&text)
+            .ok()
+            .and_then(|v| v.get("schema_version")?.as_u64())
+            .and_then(|v| u32::try_from(v).ok());
+        if let Some(found) = version.filter(|&v| v > SCHEMA_VERSION) {
+            return Err(ReadError::NewerSchema { path: mpath, found });
+        }
+        let manifest: Manifest =
+            serde_json::from_slice(&text).map_err(|source| ReadError::BadManifest {
+                path: mpath.clone(),
+                source,
+            })?;
+        if manifest.state == RunState::Running {
+            return Err(ReadError::Unfinished {
+                run: path.to_path_buf(),
+            });
+        }
+        Ok(RunReader {
+            path: path.to_path_buf(),
+            manifest,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// True when the manifest lists `name`.
+    pub fn has(&self, name: &str) -> bool {
+        self.manifest.files.iter().any(|f| f.name == name)
+    }
+
+    /// The contents of `name`, after checking its size and SHA-256 against the manifest.
+    pub fn read(&self, name: &str) -> Result<Vec<u8>, ReadError> {
+        let entry = self
+            .manifest
+            .files
+            .iter()
+            .find(|f| f.name == name)
+            .ok_or_else(|| ReadError::NotListed {
+                run: self.path.clone(),
+                name: name.to_string(),
+                available: self
+                    .manifest
+                    .files
+                    .iter()
+                    .map(|f| f.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })?;
+        // Only plain names: a manifest cannot make the reader leave its directory.
+        if name.contains('/') || name.contains('\\') || name.starts_with('.') {
+            return Err(ReadError::Missing {
+                path: self.path.join(name),
+            });
+        }
+        let path = self.path.join(name);
+        let data = std::fs::read(&path).map_err(|source| {
+            if source.kind() == std::io::ErrorKind::NotFound {
+                ReadError::Missing { path: path.clone() }
+            } else {
+                ReadError::Io {
+                    path: path.clone(),
+                    source,
+                }
+            }
+        })?;
+        if data.len() as u64 != entry.bytes {
+            return Err(ReadError::Size {
+                path,
+                expected: entry.bytes,
+                actual: data.len() as u64,
+            });
+        }
+        if sha256_hex(&data) != entry.sha256 {
+            return Err(ReadError::Checksum { path });
+        }
+        Ok(data)
+    }
+
+    /// `name` as text.
+    pub fn read_text(&self, name: &str) -> Result<String, ReadError> {
+        let data = self.read(name)?;
+        Ok(String::from_utf8_lossy(&data).into_owned())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -323,5 +471,94 @@ mod tests {
         let e = RunDir::create(Some(Path::new("/proc/sandglass-test")), Path::new("."), "x")
             .expect_err("cannot create under /proc");
         assert!(e.to_string().contains("cannot create run directory"), "{e}");
+    }
+
+    fn finished_run(dir: &Path) -> RunDir {
+        let r = RunDir::create(Some(dir), Path::new("."), "test").expect("create");
+        let f = r
+            .write_file("data.csv", b"a,b\n1,2\n", "test/1", "test data")
+            .expect("write");
+        let m = Manifest {
+            schema_version: SCHEMA_VERSION,
+            id: "run".into(),
+            kind: "test".into(),
+            tool: Tool {
+                name: "sandglass".into(),
+                version: "0".into(),
+                commit: "0".into(),
+            },
+            command_line: vec![],
+            state: RunState::Completed,
+            started_at: now_rfc3339(),
+            ended_at: Some(now_rfc3339()),
+            end_detail: None,
+            system: crate::system::snapshot(),
+            clock: serde_json::Value::Null,
+            config: serde_json::Value::Null,
+            warnings: vec![],
+            files: vec![f],
+        };
+        r.write_manifest(&m).expect("manifest");
+        r
+    }
+
+    #[test]
+    fn reader_checks_every_file_against_the_manifest() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().join("run");
+        finished_run(&dir);
+        let r = RunReader::open(&dir).expect("open");
+        assert_eq!(r.read("data.csv").expect("read"), b"a,b\n1,2\n");
+        let e = r.read("other.csv").expect_err("not listed");
+        assert!(e.to_string().contains("this run has data.csv"), "{e}");
+
+        std::fs::write(dir.join("data.csv"), b"a,b\n1,").expect("truncate");
+        let e = r.read("data.csv").expect_err("truncated");
+        assert!(matches!(e, ReadError::Size { .. }));
+        assert!(
+            e.to_string().contains("data.csv") && e.to_string().contains("truncated"),
+            "{e}"
+        );
+
+        std::fs::write(dir.join("data.csv"), b"a,b\n1,3\n").expect("alter");
+        let e = r.read("data.csv").expect_err("altered");
+        assert!(matches!(e, ReadError::Checksum { .. }), "{e}");
+
+        std::fs::remove_file(dir.join("data.csv")).expect("delete");
+        let e = r.read("data.csv").expect_err("deleted");
+        assert!(matches!(e, ReadError::Missing { .. }), "{e}");
+    }
+
+    #[test]
+    fn reader_refuses_damaged_or_unfinished_runs() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let e = RunReader::open(tmp.path()).expect_err("empty");
+        assert!(matches!(e, ReadError::NoManifest(_)));
+        std::fs::write(tmp.path().join("manifest.json"), "{not json").expect("write");
+        let e = RunReader::open(tmp.path()).expect_err("garbage");
+        assert!(e.to_string().contains("manifest.json"), "{e}");
+
+        let dir = tmp.path().join("run");
+        finished_run(&dir);
+        let text = std::fs::read_to_string(dir.join("manifest.json")).expect("read");
+        std::fs::write(
+            dir.join("manifest.json"),
+            text.replace("\"completed\"", "\"running\""),
+        )
+        .expect("write");
+        assert!(matches!(
+            RunReader::open(&dir),
+            Err(ReadError::Unfinished { .. })
+        ));
+        std::fs::write(
+            dir.join("manifest.json"),
+            text.replace("\"data.csv\"", "\"../escape.csv\""),
+        )
+        .expect("write");
+        let r = RunReader::open(&dir).expect("open");
+        assert!(matches!(
+            r.read("../escape.csv"),
+            Err(ReadError::Missing { .. })
+        ));
     }
 }

@@ -442,7 +442,13 @@ mod tests {
         let a = "cpu  10 0 10 80 0 0 0 0 0 0\ncpu0 5 0 5 40 0 0 0 0 0 0\ncpu1 100 0 50 1000 10 0 0 0 0 0\n";
         let b = "cpu1 160 0 90 1090 20 0 0 0 0 0\n";
         let t0 = parse_cpu_times(a, 1).expect("cpu1");
-        assert_eq!(t0, CpuTimes { total: 1160, idle: 1010 });
+        assert_eq!(
+            t0,
+            CpuTimes {
+                total: 1160,
+                idle: 1010
+            }
+        );
         let t1 = parse_cpu_times(b, 1).expect("cpu1");
         // 200 ticks passed, 100 of them busy.
         assert_eq!(t0.busy_share(&t1), Some(0.5));
