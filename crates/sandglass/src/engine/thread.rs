@@ -554,6 +554,61 @@ fn poll<C: Clock, O: ThreadOps, const W: u8>(
     out.last = p.last;
 }
 
+/// Releases and intervals waiting to be recorded into the histograms. Recording them in batches
+/// keeps the histograms' cache lines warm: per wakeup the thread only appends to this small
+/// array (and to the sample buffer), which costs about half of recording three histograms
+/// directly on a virtual machine, where each cold cache line and TLB entry is expensive.
+struct Pending {
+    /// `(lateness_ns, first release of its wakeup)`.
+    releases: [(i64, bool); PENDING],
+    n_releases: usize,
+    intervals: [u64; PENDING],
+    n_intervals: usize,
+}
+
+const PENDING: usize = 64;
+
+impl Pending {
+    fn new() -> Pending {
+        Pending {
+            releases: [(0, false); PENDING],
+            n_releases: 0,
+            intervals: [0; PENDING],
+            n_intervals: 0,
+        }
+    }
+
+    #[cold]
+    fn flush(&mut self, stats: &mut TimerStats, over: &mut u64) {
+        for &(late, first) in &self.releases[..self.n_releases] {
+            stats.release(late, first);
+        }
+        for &i in &self.intervals[..self.n_intervals] {
+            super::record::record(&mut stats.interval, i, over);
+        }
+        self.n_releases = 0;
+        self.n_intervals = 0;
+    }
+
+    #[inline]
+    fn release(&mut self, late: i64, first: bool, stats: &mut TimerStats, over: &mut u64) {
+        if self.n_releases == PENDING {
+            self.flush(stats, over);
+        }
+        self.releases[self.n_releases] = (late, first);
+        self.n_releases += 1;
+    }
+
+    #[inline]
+    fn interval(&mut self, ns: u64, stats: &mut TimerStats, over: &mut u64) {
+        if self.n_intervals == PENDING {
+            self.flush(stats, over);
+        }
+        self.intervals[self.n_intervals] = ns;
+        self.n_intervals += 1;
+    }
+}
+
 /// A timer thread: sleeps until each release, records how late it woke, and counts every
 /// release that fell due before the wakeup that served it.
 fn run_release<C: Clock, O: ThreadOps>(
@@ -568,10 +623,14 @@ fn run_release<C: Clock, O: ThreadOps>(
     let npt = plan.ns_per_tick;
     let ns = |ticks: i64| (ticks as f64 * npt).round() as i64;
     let mut stats = out.timer.take().unwrap_or_default();
+    let mut pending = Pending::new();
     let mut release = plan.start;
     let mut prev_wake: Option<u64> = None;
     let mut over = 0u64;
     let mut started = false;
+    let mut wakeups = 0u64;
+    let mut missed = 0u64;
+    let mut max_late = 0i64;
     loop {
         if ops.stop_requested() {
             out.stopped = true;
@@ -590,17 +649,22 @@ fn run_release<C: Clock, O: ThreadOps>(
             started = true;
         }
         out.last = wake;
-        stats.wakeups += 1;
+        wakeups += 1;
         if let Some(prev) = prev_wake {
             let interval = ns(wake.wrapping_sub(prev) as i64).max(0) as u64;
-            super::record::record(&mut stats.interval, interval, &mut over);
+            pending.interval(interval, &mut stats, &mut over);
         }
         prev_wake = Some(wake);
         // The release this wakeup waited for, then every later release already due.
         let mut r = release;
         let mut first = true;
         while r <= wake.max(release) && r < plan.finish {
-            stats.release(ns(wake.wrapping_sub(r) as i64), first);
+            let late = ns(wake.wrapping_sub(r) as i64);
+            max_late = max_late.max(late);
+            if !first {
+                missed += 1;
+            }
+            pending.release(late, first, &mut stats, &mut over);
             if out.latencies.len() < out.latencies.capacity() {
                 out.latencies.push(LatSample {
                     target: r,
@@ -613,14 +677,12 @@ fn run_release<C: Clock, O: ThreadOps>(
             r += period;
         }
         release = if resync { wake + period } else { r };
-        progress.publish(
-            stats.wakeups,
-            stats.missed,
-            stats.max_lateness_ns.max(0) as u64,
-        );
+        progress.publish(wakeups, missed, max_late.max(0) as u64);
     }
+    pending.flush(&mut stats, &mut over);
+    stats.wakeups = wakeups;
     stats.over += over;
-    out.iterations = stats.wakeups;
+    out.iterations = wakeups;
     out.timer = Some(stats);
 }
 
