@@ -233,3 +233,47 @@ pub fn print_json<T: serde::Serialize>(value: &T) -> Result<(), Failure> {
         .context("writing the output")?;
     Ok(())
 }
+
+/// `--load`, `--load-cmd` and `--settle`, shared by the measurements.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct LoadFlags {
+    /// Run a load profile during the measurement, such as cpu, cpu+disk, net:2@1 or
+    /// stress-ng:--cpu 2 (see docs/loads.md); repeat to add loads
+    #[arg(long = "load", value_name = "PROFILE", allow_hyphen_values = true)]
+    pub load: Vec<String>,
+    /// Run a command as a load during the measurement (sh -c); repeat to add commands
+    #[arg(long = "load-cmd", value_name = "CMD", allow_hyphen_values = true)]
+    pub load_cmd: Vec<String>,
+    /// How long loads run before the measurement starts
+    #[arg(long, value_name = "TIME", default_value = "2s")]
+    pub settle: String,
+}
+
+impl LoadFlags {
+    /// The load plan, refusing bad profiles with one clear line.
+    pub fn plan(&self) -> Result<sandglass::runner::LoadPlan, Failure> {
+        let mut specs = Vec::new();
+        for p in &self.load {
+            let list = sandglass::load::parse_profile(p)
+                .map_err(|e| Failure::usage(format!("--load {p}: {e}")))?;
+            specs.extend(list);
+        }
+        for c in &self.load_cmd {
+            if c.trim().is_empty() {
+                return Err(Failure::usage(
+                    "--load-cmd: the command is empty; give one, such as --load-cmd 'make -j4'",
+                ));
+            }
+            specs.push(sandglass::load::LoadSpec::command(c));
+        }
+        let settle = time_arg("--settle", &self.settle)?;
+        Ok(sandglass::runner::LoadPlan {
+            settle_ns: if specs.is_empty() {
+                Nanos::ZERO
+            } else {
+                settle
+            },
+            specs,
+        })
+    }
+}

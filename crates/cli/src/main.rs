@@ -3,10 +3,13 @@
 //! given).
 
 mod analyze;
+mod bench;
 mod calibrate;
 mod common;
 mod hourglass;
+mod load;
 mod noise;
+mod study;
 mod sysinfo;
 mod timer;
 
@@ -46,9 +49,17 @@ enum Command {
     /// Schedulability, tail prediction, buffer underrun, cost models and statistics, fed by
     /// published examples or by measured runs
     Analyze(analyze::AnalyzeArgs),
-    /// The default measurement: dispatch latency of a 1 ms real-time timer thread and every
-    /// interruption of a CPU-bound thread sharing its CPU
-    Quick(hourglass::QuickArgs),
+    /// Cost microbenchmarks: memory copy, IPC, context switches, file reads, timer overhead,
+    /// per-frame budgets
+    Bench(bench::BenchArgs),
+    /// Run a load profile alone and report its throughput
+    Load(load::LoadArgs),
+    /// Run a study: a matrix of measurements × loads × settings × repetitions, printed as
+    /// tables (built-in: quick, mach, wdm, hourglass, timers)
+    Study(study::StudyArgs),
+    /// The main job, the same as `sandglass study quick`: timer latency and OS noise on every
+    /// CPU, idle and under cpu+disk load, in about a minute
+    Quick(study::QuickArgs),
     /// Measure the cycle counter and the polling loop's iteration times on one CPU
     Calibrate(calibrate::CalibrateArgs),
     /// Print the system snapshot that every run records
@@ -101,9 +112,12 @@ fn main() -> ExitCode {
     };
     let result = match &cli.command {
         Command::Hourglass { args } => hourglass::hourglass(args),
-        Command::Quick(a) => hourglass::quick(a),
+        Command::Quick(a) => study::quick(a),
+        Command::Study(a) => study::study(a),
         Command::Timer(a) => timer::timer(a),
         Command::Analyze(a) => analyze::analyze(a),
+        Command::Bench(a) => bench::bench(a),
+        Command::Load(a) => load::load(a),
         Command::Noise(a) => noise::noise(a),
         Command::Calibrate(a) => calibrate::calibrate(a),
         Command::Sysinfo { json } => sysinfo::sysinfo(*json),

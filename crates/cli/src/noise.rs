@@ -2,7 +2,7 @@
 
 use crate::common::{
     context, counter_arg, cpus_arg, exit_code_for, pm_qos_arg, policy_arg, print_json, time_arg,
-    Console, Failure,
+    Console, Failure, LoadFlags,
 };
 use anyhow::Context;
 use clap::Args;
@@ -55,6 +55,8 @@ pub struct NoiseArgs {
     /// What the engine reads for time: auto, tsc or raw
     #[arg(long, default_value = "auto")]
     pub counter: String,
+    #[command(flatten)]
+    pub loads: LoadFlags,
 }
 
 /// Turns the options into a configuration, refusing bad values with one clear line.
@@ -99,6 +101,7 @@ pub fn config(a: &NoiseArgs) -> Result<NoiseConfig, Failure> {
         cpu_dma_latency_us: pm_qos_arg(&a.cpu_dma_latency)?,
         output_dir: a.output.clone(),
         counter: counter_arg(&a.counter)?,
+        loads: a.loads.plan()?,
     };
     noise::validate(&c).map_err(Failure::usage)?;
     Ok(c)

@@ -375,6 +375,17 @@ pub fn write_summary(w: &mut dyn Write, r: &HourglassResult) -> io::Result<()> {
             .map(|c| format!("CPU {c}"))
             .unwrap_or_else(|| "a shared CPU".into())
     )?;
+    if !r.loads.is_empty() {
+        writeln!(
+            w,
+            "# under load; what each load achieved during the measurement:"
+        )?;
+        let mut table = Vec::new();
+        crate::load::write(&mut table, &r.loads)?;
+        for line in String::from_utf8_lossy(&table).lines() {
+            writeln!(w, "#   {line}")?;
+        }
+    }
     for warn in &r.warnings {
         writeln!(w, "# warning: {}", warn.message)?;
     }

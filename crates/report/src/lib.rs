@@ -7,6 +7,9 @@
 
 pub mod analysis;
 pub mod hourglass;
+pub mod load;
+pub mod microbench;
 pub mod noise;
+pub mod study;
 pub mod text;
 pub mod timer;

@@ -163,6 +163,13 @@ pub fn write(w: &mut dyn Write, r: &TimerResult) -> io::Result<()> {
             .map(|u| format!("held at {u} us"))
             .unwrap_or_else(|| "not held".into())
     )?;
+    if !r.loads.is_empty() {
+        writeln!(
+            w,
+            "under load; what each load achieved during the measurement:"
+        )?;
+        crate::load::write(w, &r.loads)?;
+    }
     for warn in &r.warnings {
         writeln!(w, "warning: {}", warn.message)?;
     }

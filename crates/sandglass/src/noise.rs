@@ -15,9 +15,10 @@ use crate::analysis::trace::Interval;
 use crate::cpulist::CpuList;
 use crate::histo::{self, Bin, Percentiles};
 use crate::hourglass::cmdline::{CounterChoice, HourglassSpec, ThreadSpec};
+use crate::load::LoadReport;
 use crate::model::{TimerKind, Workload};
 use crate::policy::Policy;
-use crate::runner::{self, Job, Measured, Observer, RunContext, RunError};
+use crate::runner::{self, Job, LoadPlan, Measured, Observer, RunContext, RunError};
 use crate::store::{RunState, StoreError};
 use crate::units::Nanos;
 use crate::warning::{Warning, WarningKind};
@@ -43,6 +44,9 @@ pub struct NoiseConfig {
     pub cpu_dma_latency_us: Option<u32>,
     pub output_dir: Option<PathBuf>,
     pub counter: CounterChoice,
+    /// Loads to run around the measurement.
+    #[serde(default)]
+    pub loads: LoadPlan,
 }
 
 /// Parses `memmove:SIZE` (SIZE in bytes, or with K, M suffixes as oslat's `-m`).
@@ -103,6 +107,7 @@ pub fn measured_cpus(c: &NoiseConfig, allowed: &[usize]) -> Result<Vec<usize>, S
         cpu_dma_latency_us: None,
         output_dir: None,
         counter: c.counter,
+        loads: LoadPlan::default(),
     };
     crate::timer::measured_cpus(&t, allowed)
 }
@@ -142,6 +147,7 @@ pub fn spec(c: &NoiseConfig, cpus: &[usize]) -> HourglassSpec {
         allow_rt_busy: c.allow_rt_busy,
         counter: c.counter,
         cpu_dma_latency_us: c.cpu_dma_latency_us,
+        loads: c.loads.clone(),
     }
 }
 
@@ -211,6 +217,9 @@ pub struct NoiseResult {
     pub pm_qos_us: Option<u32>,
     pub memory_locked: bool,
     pub warnings: Vec<Warning>,
+    /// What each load achieved during the measurement.
+    #[serde(default)]
+    pub loads: Vec<LoadReport>,
 }
 
 /// The interruptions of one thread from its records: the gaps between consecutive records.
@@ -263,6 +272,7 @@ pub fn run(
         config: serde_json::to_value(config).unwrap_or_default(),
         gap_stats: true,
         memmove_bytes: config.memmove_bytes,
+        loads: &config.loads,
     };
     let mut m = runner::measure(&job, ctx, obs)?;
     let result = build(config, &cpus, &mut m);
@@ -370,6 +380,7 @@ pub fn build(config: &NoiseConfig, cpus: &[usize], m: &mut Measured) -> NoiseRes
         cpus: out,
         pm_qos_us: m.pm_qos_us,
         memory_locked: m.memory_locked,
+        loads: std::mem::take(&mut m.loads),
         warnings,
     }
 }
@@ -481,6 +492,7 @@ mod tests {
             cpu_dma_latency_us: Some(0),
             output_dir: None,
             counter: CounterChoice::Auto,
+            loads: LoadPlan::default(),
         };
         let s = spec(&c, &[1, 2]);
         assert_eq!(s.records, 61 * 10_000);

@@ -26,6 +26,7 @@ use crate::engine::{
 };
 use crate::hourglass::cmdline::{HourglassSpec, ThreadSpec};
 use crate::hourglass::plan::{self, Placement};
+use crate::load::{self, LoadReport, LoadSpec};
 use crate::model::{TimerKind, Workload};
 use crate::os::{self, AppliedPolicy, OsOps, PolicyFailure};
 use crate::store::{self, FileEntry, Manifest, RunDir, RunState, StoreError, Tool};
@@ -34,6 +35,7 @@ use crate::units::Nanos;
 use crate::warning::{Warning, WarningKind};
 use sandglass_sys::sched::{self, Tid};
 use sandglass_sys::signal;
+use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -48,6 +50,35 @@ pub struct RunContext {
     pub tool: Tool,
     /// Parent of new run directories when `-o` is not given.
     pub base_dir: PathBuf,
+}
+
+impl RunContext {
+    /// The manifest of a run just created in `dir`: state running, started now, no files yet.
+    pub fn manifest(
+        &self,
+        dir: &RunDir,
+        kind: &str,
+        system: SystemSnapshot,
+        clock: serde_json::Value,
+        config: serde_json::Value,
+    ) -> Manifest {
+        Manifest {
+            schema_version: store::SCHEMA_VERSION,
+            id: dir.id().to_string(),
+            kind: kind.to_string(),
+            tool: self.tool.clone(),
+            command_line: self.command_line.clone(),
+            state: RunState::Running,
+            started_at: store::now_rfc3339(),
+            ended_at: None,
+            end_detail: None,
+            system,
+            clock,
+            config,
+            warnings: Vec::new(),
+            files: Vec::new(),
+        }
+    }
 }
 
 /// Receives what the run has to say while it runs (the library itself never prints).
@@ -102,6 +133,25 @@ fn stuck_thread_fault() -> Option<usize> {
         .ok()
 }
 
+/// Loads to run during a measurement: they start after the threads' setup, run `settle_ns`
+/// before the measurement starts, and stop as soon as it ends, however it ends.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoadPlan {
+    #[serde(default)]
+    pub specs: Vec<LoadSpec>,
+    #[serde(default)]
+    pub settle_ns: Nanos,
+}
+
+impl LoadPlan {
+    pub fn is_empty(&self) -> bool {
+        self.specs.is_empty()
+    }
+}
+
+/// How long loads settle before a measurement unless told otherwise.
+pub const DEFAULT_SETTLE: Nanos = Nanos(2_000_000_000);
+
 /// A set of measuring threads to run, and what to collect.
 pub struct Job<'a> {
     /// The run's kind: `hourglass`, `timer`, `noise`.
@@ -113,6 +163,8 @@ pub struct Job<'a> {
     pub gap_stats: bool,
     /// Bytes copied between two polls by CPU-bound threads (oslat's memmove workload).
     pub memmove_bytes: usize,
+    /// Loads to run around the measurement.
+    pub loads: &'a LoadPlan,
 }
 
 /// What one thread reported from its setup and run.
@@ -151,6 +203,8 @@ pub struct Measured {
     pub warnings: Vec<Warning>,
     pub pm_qos_us: Option<u32>,
     pub memory_locked: bool,
+    /// What each load achieved while it ran.
+    pub loads: Vec<LoadReport>,
 }
 
 impl Measured {
@@ -216,24 +270,18 @@ pub fn measure(
     let dir = RunDir::create(spec.output_dir.as_deref(), &ctx.base_dir, job.kind)
         .map_err(|e| RunError::Usage(e.to_string()))?;
     let manifest = Manifest {
-        schema_version: store::SCHEMA_VERSION,
-        id: dir.id().to_string(),
-        kind: job.kind.to_string(),
-        tool: ctx.tool.clone(),
-        command_line: ctx.command_line.clone(),
-        state: RunState::Running,
-        started_at: store::now_rfc3339(),
-        ended_at: None,
-        end_detail: None,
-        system: sys.clone(),
-        clock: serde_json::json!({ "counter": counter }),
-        config: serde_json::json!({
-            "kind": job.config,
-            "threads": spec,
-            "placement": placement,
-        }),
         warnings: warnings.clone(),
-        files: Vec::new(),
+        ..ctx.manifest(
+            &dir,
+            job.kind,
+            sys.clone(),
+            serde_json::json!({ "counter": counter }),
+            serde_json::json!({
+                "kind": job.config,
+                "threads": spec,
+                "placement": placement,
+            }),
+        )
     };
     dir.write_manifest(&manifest)
         .map_err(|e| RunError::Usage(e.to_string()))?;
@@ -606,6 +654,8 @@ fn run_threads<C: Clock + Copy + Send + 'static>(
     };
 
     let terminate = [signal::SIGINT, signal::SIGTERM];
+    // A caller that already blocks them (a study running many cells) keeps them blocked.
+    let caller_blocks = signal::is_blocked(signal::SIGINT) && signal::is_blocked(signal::SIGTERM);
     signal::block(&[signal::SIGINT, signal::SIGTERM, signal::timer_signal()])
         .map_err(|e| fail(&dir, &mut manifest, format!("cannot block signals: {e}")))?;
     signal::install_wake_handler(signal::wake_signal()).map_err(|e| {
@@ -803,6 +853,42 @@ fn run_threads<C: Clock + Copy + Send + 'static>(
         return Err(RunError::Usage(msg));
     }
 
+    // Loads start now, with every thread ready, and settle before the measurement starts. A
+    // signal while they settle ends the run as soon as it starts.
+    let mut early_signal = None;
+    let running_loads = if job.loads.is_empty() {
+        None
+    } else {
+        let options = load::LoadOptions::new(allowed.clone());
+        match load::start(&job.loads.specs, &options) {
+            Ok(r) => {
+                obs.note(&format!(
+                    "loads running: {}; settling for {}",
+                    job.loads
+                        .specs
+                        .iter()
+                        .map(|l| l.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    job.loads.settle_ns
+                ));
+                if job.loads.settle_ns.0 > 0 {
+                    early_signal = signal::wait_timeout(&terminate, job.loads.settle_ns.0);
+                }
+                Some(r)
+            }
+            Err(e) => {
+                gate.set(false);
+                for h in handles {
+                    let _ = h.join();
+                }
+                let msg = format!("cannot start the load: {e}");
+                let _ = fail(&dir, &mut manifest, msg.clone());
+                return Err(RunError::Usage(msg));
+            }
+        }
+    };
+
     // The main thread sleeps on its own CPU, above every measuring thread's priority when a
     // real-time thread could otherwise keep it from ending the run.
     let main_affinity = sched::get_affinity(Tid::SELF).ok();
@@ -830,6 +916,10 @@ fn run_threads<C: Clock + Copy + Send + 'static>(
         "measuring {} thread(s) for {} on CPU {}; Ctrl-C stops early and keeps the results",
         n, spec.duration_ns, placement.measured
     ));
+    // The loads' throughput counts from here: the settle time is not part of the window.
+    if let Some(r) = &running_loads {
+        r.mark();
+    }
     gate.set(true);
 
     let duration_ticks = cal0.ticks_for_ns(spec.duration_ns.0);
@@ -845,7 +935,9 @@ fn run_threads<C: Clock + Copy + Send + 'static>(
         if handles.iter().all(|h| h.is_finished()) {
             break;
         }
-        let sig = signal::wait_timeout(&terminate, 50_000_000);
+        let sig = early_signal
+            .take()
+            .or_else(|| signal::wait_timeout(&terminate, 50_000_000));
         let now = clock.now();
         if let Some(sig) = sig {
             if stop_since.is_none() {
@@ -935,9 +1027,27 @@ fn run_threads<C: Clock + Copy + Send + 'static>(
             }
         })
         .collect();
+    // Loads stop with the measurement.
+    let load_reports = running_loads.map(|r| r.stop()).unwrap_or_default();
+    for r in &load_reports {
+        if let Some(e) = &r.error {
+            let w = Warning::new(
+                WarningKind::LoadFailed,
+                format!("load {} did not run as asked: {e}", r.spec),
+            );
+            obs.warning(&w);
+            warnings.push(w);
+        }
+    }
     let a2 = clock::anchor(kind);
     let calibration = Calibration::from_anchors(kind, a0, a2);
-    for (&(cpu, sib), before) in siblings.iter().zip(&sibling_times) {
+    // A sibling busy with the run's own load is what the load is for.
+    let siblings_checked = if load_reports.is_empty() {
+        &siblings[..]
+    } else {
+        &[]
+    };
+    for (&(cpu, sib), before) in siblings_checked.iter().zip(&sibling_times) {
         let busy = before
             .as_ref()
             .zip(system::cpu_times(sib))
@@ -960,14 +1070,17 @@ fn run_threads<C: Clock + Copy + Send + 'static>(
     }
     let pm_qos_us = pm_qos.as_ref().map(|p| p.value_us);
     drop(pm_qos);
-    // Take any signal that arrived after the wait loop, then let later ones act normally.
+    // Take any signal that arrived after the wait loop, then let later ones act normally,
+    // unless the caller blocked them itself.
     while signal::wait_timeout(&terminate, 0).is_some() {
         if state == RunState::Completed {
             state = RunState::Interrupted;
             end_detail = "stopped by a signal at the end of the run".to_string();
         }
     }
-    let _ = signal::unblock(&terminate);
+    if !caller_blocks {
+        let _ = signal::unblock(&terminate);
+    }
 
     let records = trace.records();
     Ok(Measured {
@@ -988,6 +1101,7 @@ fn run_threads<C: Clock + Copy + Send + 'static>(
         warnings,
         pm_qos_us,
         memory_locked,
+        loads: load_reports,
     })
 }
 
@@ -997,4 +1111,77 @@ fn io_reason(e: &std::io::Error) -> String {
         Some(n) => sandglass_sys::Errno(n).to_string(),
         None => e.to_string(),
     }
+}
+
+/// Runs the loads of `plan` alone for `duration` (after its settle time), as a control for what
+/// a measurement costs them. SIGINT and SIGTERM end it early, keeping what the loads did.
+pub fn run_loads_alone(
+    plan: &LoadPlan,
+    duration: Nanos,
+    obs: &mut dyn Observer,
+) -> Result<(RunState, String, Vec<LoadReport>), RunError> {
+    let terminate = [signal::SIGINT, signal::SIGTERM];
+    let caller_blocks = signal::is_blocked(signal::SIGINT) && signal::is_blocked(signal::SIGTERM);
+    signal::block(&terminate)
+        .map_err(|e| RunError::Failed(format!("cannot block signals: {e}")))?;
+    let result = loads_alone_blocked(plan, duration, obs);
+    if !caller_blocks {
+        let _ = signal::unblock(&terminate);
+    }
+    result
+}
+
+fn loads_alone_blocked(
+    plan: &LoadPlan,
+    duration: Nanos,
+    obs: &mut dyn Observer,
+) -> Result<(RunState, String, Vec<LoadReport>), RunError> {
+    let terminate = [signal::SIGINT, signal::SIGTERM];
+    let options = load::LoadOptions::new(system::allowed_cpus());
+    let running = load::start(&plan.specs, &options)
+        .map_err(|e| RunError::Usage(format!("cannot start the load: {e}")))?;
+    let signal_name = |sig| {
+        if sig == signal::SIGINT {
+            "SIGINT"
+        } else {
+            "SIGTERM"
+        }
+    };
+    if plan.settle_ns.0 > 0 {
+        if let Some(sig) = signal::wait_timeout(&terminate, plan.settle_ns.0) {
+            let reports = running.stop();
+            return Ok((
+                RunState::Interrupted,
+                format!("stopped by {} while the loads settled", signal_name(sig)),
+                reports,
+            ));
+        }
+    }
+    obs.note(&format!(
+        "running the loads alone for {duration}; Ctrl-C stops early and keeps what they did"
+    ));
+    // The settle time is excluded from the loads' throughput: only the measured window counts.
+    running.mark();
+    let start = sandglass_sys::clock::now_ns(sandglass_sys::clock::ClockId::Monotonic);
+    let mut state = RunState::Completed;
+    let mut detail = "ran for the whole duration".to_string();
+    let mut last = 0u64;
+    loop {
+        let elapsed =
+            sandglass_sys::clock::now_ns(sandglass_sys::clock::ClockId::Monotonic) - start;
+        if elapsed >= duration.0 {
+            break;
+        }
+        let step = (duration.0 - elapsed).min(100_000_000);
+        if let Some(sig) = signal::wait_timeout(&terminate, step) {
+            state = RunState::Interrupted;
+            detail = format!("stopped by {} after {}", signal_name(sig), Nanos(elapsed));
+            break;
+        }
+        if elapsed >= last + 1_000_000_000 {
+            last = elapsed - elapsed % 1_000_000_000;
+            obs.progress(Nanos(elapsed), duration);
+        }
+    }
+    Ok((state, detail, running.stop()))
 }

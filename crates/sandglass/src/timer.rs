@@ -24,9 +24,10 @@ use crate::engine::record::new_histogram;
 use crate::engine::LatSample;
 use crate::histo::{self, Bin, LogEntry, Percentiles};
 use crate::hourglass::cmdline::{CounterChoice, HourglassSpec, ThreadSpec};
+use crate::load::LoadReport;
 use crate::model::{TimerKind, Workload};
 use crate::policy::Policy;
-use crate::runner::{self, Job, Measured, Observer, RunContext, RunError};
+use crate::runner::{self, Job, LoadPlan, Measured, Observer, RunContext, RunError};
 use crate::store::{RunState, StoreError};
 use crate::units::Nanos;
 use crate::warning::{Warning, WarningKind};
@@ -57,6 +58,9 @@ pub struct TimerConfig {
     pub cpu_dma_latency_us: Option<u32>,
     pub output_dir: Option<PathBuf>,
     pub counter: CounterChoice,
+    /// Loads to run around the measurement.
+    #[serde(default)]
+    pub loads: LoadPlan,
 }
 
 /// Hourglass Table 1's thresholds (1, 5, 10 and 50 ms) with finer ones suited to `interval`:
@@ -181,6 +185,7 @@ pub fn spec(c: &TimerConfig, cpus: &[usize]) -> HourglassSpec {
         allow_rt_busy: false,
         counter: c.counter,
         cpu_dma_latency_us: c.cpu_dma_latency_us,
+        loads: c.loads.clone(),
     }
 }
 
@@ -277,6 +282,9 @@ pub struct TimerResult {
     pub memory_locked: bool,
     pub counter_frequency_hz: f64,
     pub warnings: Vec<Warning>,
+    /// What each load achieved during the measurement.
+    #[serde(default)]
+    pub loads: Vec<LoadReport>,
 }
 
 /// The per-second timeline of samples `(release_ns, lateness_ns, missed)`.
@@ -355,6 +363,7 @@ pub fn run(
         config: serde_json::to_value(config).unwrap_or_default(),
         gap_stats: false,
         memmove_bytes: 0,
+        loads: &config.loads,
     };
     let mut m = runner::measure(&job, ctx, obs)?;
     let result = build(config, &cpus, &mut m);
@@ -490,6 +499,7 @@ pub fn build(config: &TimerConfig, cpus: &[usize], m: &mut Measured) -> TimerRes
         cpus: out,
         pm_qos_us: m.pm_qos_us,
         memory_locked: m.memory_locked,
+        loads: std::mem::take(&mut m.loads),
         counter_frequency_hz: m.calibration.frequency_hz,
         warnings,
     }
@@ -609,6 +619,7 @@ mod tests {
             cpu_dma_latency_us: Some(0),
             output_dir: None,
             counter: CounterChoice::Auto,
+            loads: LoadPlan::default(),
         }
     }
 

@@ -36,6 +36,8 @@ pub enum WarningKind {
     RunTooShort,
     /// A thread did not stop when asked and the watchdog ended the run.
     ThreadDidNotStop,
+    /// A load failed or stopped early; the measurement ran under less load than asked.
+    LoadFailed,
 }
 
 /// One warning.

@@ -11,9 +11,11 @@
 //! as panics; absolute and relative sleeps are separate functions; kernel constants come from
 //! `libc`, not from magic numbers. Every `unsafe` block carries a `SAFETY:` paragraph.
 
+pub mod child;
 pub mod clock;
 pub mod counter;
 pub mod errno;
+pub mod ipc;
 pub mod mem;
 pub mod process;
 pub mod sched;

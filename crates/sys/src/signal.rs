@@ -49,6 +49,17 @@ pub fn block(signals: &[i32]) -> Result<(), Errno> {
     }
 }
 
+/// True when `signo` is blocked in the calling thread.
+pub fn is_blocked(signo: i32) -> bool {
+    // SAFETY: all-zero is a valid sigset_t; pthread_sigmask with a null new set only reads the
+    // current mask into `old`.
+    unsafe {
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut old) == 0
+            && libc::sigismember(&old, signo) == 1
+    }
+}
+
 /// Unblocks `signals` in the calling thread.
 pub fn unblock(signals: &[i32]) -> Result<(), Errno> {
     let set = sigset(signals);
@@ -125,6 +136,19 @@ mod tests {
             }
         }
         assert_eq!(result, Some(Err(Errno::EINTR)));
+    }
+
+    #[test]
+    fn blocked_state_is_reported() {
+        std::thread::spawn(|| {
+            assert!(!is_blocked(libc::SIGUSR1));
+            block(&[libc::SIGUSR1]).expect("block");
+            assert!(is_blocked(libc::SIGUSR1));
+            unblock(&[libc::SIGUSR1]).expect("unblock");
+            assert!(!is_blocked(libc::SIGUSR1));
+        })
+        .join()
+        .expect("thread");
     }
 
     #[test]

@@ -21,7 +21,8 @@
 //! A period has `r·3600·hours` samples, with one hour for the hourly value, `hours_per_day` for
 //! the daily and `hours_per_day·days_per_week` for the weekly one. When N exceeds n the data
 //! cannot show it; the value then comes from the generalised Pareto tail of
-//! [`crate::analysis::tail`], with a bootstrap confidence interval, and is marked extrapolated.
+//! [`crate::analysis::tail`], with a bootstrap confidence interval, and is marked extrapolated;
+//! it is never less than the observed maximum, a level already reached in a shorter time.
 //!
 //! Usage presets follow the seed's §3.1 and §4.3, taking the upper end of each range (the
 //! heavier use gives the larger, safer worst case).
@@ -322,7 +323,10 @@ pub fn analyze(
                 period,
                 hours,
                 samples,
-                worst_case_ns: empirical_ns.or(model_ns),
+                // A level the run reached in less time than the period is not less likely
+                // over the whole period: an extrapolation never falls below the observed
+                // maximum (a fitted tail with a finite end point can put it there).
+                worst_case_ns: empirical_ns.or(model_ns.map(|m| m.max(max))),
                 extrapolated: empirical_ns.is_none() && model_ns.is_some(),
                 empirical_ns,
                 model_ns,
@@ -408,8 +412,14 @@ mod tests {
         let tail = r.tail.as_ref().expect("fitted");
         assert_eq!((tail.threshold_ns, tail.exceedances), (100_000, 1000));
         let (lo, hi) = (day.ci_low_ns.expect("ci"), day.ci_high_ns.expect("ci"));
-        let v = day.worst_case_ns.expect("model");
-        assert!(lo <= v && v <= hi, "{lo} {v} {hi}");
+        let m = day.model_ns.expect("model");
+        assert!(lo <= m && m <= hi, "{lo} {m} {hi}");
+        // The fitted tail puts the daily level below the 2 ms the hour already reached, so the
+        // worst case is that maximum: never less than what was observed in less time.
+        assert!(m < 2_000_000, "{m}");
+        let v = day.worst_case_ns.expect("worst case");
+        assert_eq!(v, 2_000_000);
+        assert!(v >= hour.worst_case_ns.expect("hour"));
         // A week (40 hours) is at least as bad as a day.
         let week = &r.horizons[2];
         assert_eq!(week.hours, 40.0);

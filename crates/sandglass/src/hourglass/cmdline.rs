@@ -93,6 +93,9 @@ pub struct HourglassSpec {
     /// `--cpu-dma-latency`: hold `/dev/cpu_dma_latency` at this many µs during the run
     /// (default 0, as cyclictest does); `None` (`off`) leaves the idle states alone.
     pub cpu_dma_latency_us: Option<u32>,
+    /// `--load`, `--load-cmd`, `--settle`: loads to run around the measurement.
+    #[serde(default)]
+    pub loads: crate::runner::LoadPlan,
 }
 
 /// What the command line asks for.
@@ -223,6 +226,10 @@ sandglass options:
     --counter auto|tsc|raw -- clock the gap detector polls (default auto)
     --cpu-dma-latency <us>|off -- hold /dev/cpu_dma_latency during the run
                                   (default 0, as cyclictest does)
+    --load <profile> -- run a load during the run: cpu, cpu+disk, net:2@1,
+                        stress-ng:ARGS, ... (see docs/loads.md); repeatable
+    --load-cmd <command> -- run a command (sh -c) as a load; repeatable
+    --settle <time> -- how long loads run before the measurement (default 2s)
     -h, --help -- this text
 
 Times are self-describing; valid examples are: 3m, 1.5s, 1020ms, 87.0us, 250ns.
@@ -418,6 +425,8 @@ pub fn parse(args: &[String]) -> Result<Command, CmdlineError> {
     let mut allow_rt_busy = false;
     let mut counter = CounterChoice::Auto;
     let mut cpu_dma_latency_us = Some(0u32);
+    let mut load_specs = Vec::new();
+    let mut settle = None;
     let mut target: Option<Target> = None;
     let mut ops: Vec<(Target, ThreadOpt)> = Vec::new();
     let mut selected: Vec<usize> = Vec::new();
@@ -533,6 +542,27 @@ pub fn parse(args: &[String]) -> Result<Command, CmdlineError> {
                 main_cpu = Some(c.first());
             }
             "--allow-rt-busy" => allow_rt_busy = true,
+            "--load" => {
+                let v = w.value("--load", "a load profile, for example --load cpu+disk")?;
+                let specs = crate::load::parse_profile(v).map_err(|e| CmdlineError::Invalid {
+                    option: "--load".into(),
+                    value: v.into(),
+                    detail: e.to_string(),
+                })?;
+                load_specs.extend(specs);
+            }
+            "--load-cmd" => {
+                let v = w.value("--load-cmd", "a command, for example --load-cmd 'make -j4'")?;
+                load_specs.push(crate::load::LoadSpec::command(v));
+            }
+            "--settle" => {
+                let v = w.value("--settle", "a time, for example --settle 2s")?;
+                settle = Some(duration::parse(v).map_err(|source| CmdlineError::Invalid {
+                    option: "--settle".into(),
+                    value: v.into(),
+                    detail: source.to_string(),
+                })?);
+            }
             "--cpu-dma-latency" => {
                 let v = w.value("--cpu-dma-latency", "a latency in microseconds, or off")?;
                 cpu_dma_latency_us = if v == "off" {
@@ -685,6 +715,14 @@ pub fn parse(args: &[String]) -> Result<Command, CmdlineError> {
         allow_rt_busy,
         counter,
         cpu_dma_latency_us,
+        loads: crate::runner::LoadPlan {
+            settle_ns: if load_specs.is_empty() {
+                Nanos::ZERO
+            } else {
+                settle.unwrap_or(crate::runner::DEFAULT_SETTLE)
+            },
+            specs: load_specs,
+        },
     }))
 }
 

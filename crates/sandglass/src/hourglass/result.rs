@@ -134,6 +134,9 @@ pub struct HourglassResult {
     pub pm_qos_us: Option<u32>,
     pub memory_locked: bool,
     pub warnings: Vec<Warning>,
+    /// What each load achieved during the measurement.
+    #[serde(default)]
+    pub loads: Vec<crate::load::LoadReport>,
     #[serde(skip)]
     pub rows: Vec<TraceRow>,
     #[serde(skip)]
@@ -159,6 +162,7 @@ pub struct RawRun<'a> {
     pub run_dir: String,
     pub pm_qos_us: Option<u32>,
     pub memory_locked: bool,
+    pub loads: Vec<crate::load::LoadReport>,
 }
 
 /// Turns counters into nanoseconds and applies the trace inferences.
@@ -343,6 +347,7 @@ pub fn build(raw: RawRun<'_>) -> HourglassResult {
         main_cpu: raw.placement.main_cpu,
         pm_qos_us: raw.pm_qos_us,
         memory_locked: raw.memory_locked,
+        loads: raw.loads,
         warnings,
         rows,
         loop_histogram: raw.loop_histogram,

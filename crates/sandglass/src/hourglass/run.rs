@@ -20,6 +20,7 @@ pub fn run(
         config: serde_json::Value::Null,
         gap_stats: true,
         memmove_bytes: 0,
+        loads: &spec.loads,
     };
     let mut m = runner::measure(&job, ctx, obs)?;
     let reports = std::mem::take(&mut m.reports);
@@ -42,6 +43,7 @@ pub fn run(
         run_dir: m.dir.path().display().to_string(),
         pm_qos_us: m.pm_qos_us,
         memory_locked: m.memory_locked,
+        loads: std::mem::take(&mut m.loads),
     });
     write_run(&m, &result).map_err(|e| {
         RunError::Failed(format!(

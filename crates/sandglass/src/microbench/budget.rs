@@ -1,0 +1,1271 @@
+//! A per-frame timing budget: predicted from measured step costs, then run for real.
+//!
+//! Dannenberg et al. (§11) composed their video player's budget from the costs they had
+//! measured: "Disk read 20ms, Send data (client to Tactus) 9ms, Copy data within Tactus 2ms,
+//! Send and display data (Tactus to X11) 20ms, Total 51ms" against 100 ms per frame, and
+//! remarked that "although these numbers indicate a fair amount of headroom, this application
+//! barely keeps up with real time". This module makes the comparison they could not: a budget
+//! file describes the steps of one frame and the frame period,
+//!
+//! ```toml
+//! period = "100ms"          # one frame per period
+//! frames = 100              # frames to run for real (default: 10 s worth, 10 to 1000)
+//! policy = "f:80"           # the frame thread's policy (default f:80; SCHED_OTHER where not permitted)
+//! placement = "same-cpu"    # where the receivers of send steps run: same-cpu or cross-cpu
+//!
+//! [[step]]
+//! name = "disk read"        # optional
+//! kind = "read"             # read N bytes from a file, sequentially
+//! bytes = "20000"
+//! cache = "cold"            # warm (default) or cold: no read-ahead, pages dropped before each read
+//!
+//! [[step]]
+//! kind = "send"             # send N bytes to a receiver thread and wait for its 1-byte ack
+//! bytes = 19200
+//! mech = "shm-futex"        # any mechanism of `sandglass bench ipc`
+//!
+//! [[step]]
+//! kind = "copy"             # copy N bytes from one buffer to another
+//! bytes = 19200
+//!
+//! [[step]]
+//! kind = "compute"          # a fixed amount of CPU work that takes this long unpreempted
+//! time = "2ms"
+//! ```
+//!
+//! **Prediction.** Each step is run alone, repeatedly, on the frame thread's CPU and policy,
+//! resting after each run as long as it ran (so that a real-time thread never meets RT
+//! throttling), and its time distribution measured (up to 200 runs or one second per step). The seed's table is the sum of the per-step medians
+//! against the period; the headroom is what is left. Steps are not independent of their
+//! neighbours (caches, the scheduler), and the sum of medians says nothing about how often a
+//! frame will be late, so the distribution of the frame time is also estimated by adding one
+//! randomly drawn sample of every step, 20 000 times (a resampling of the measured
+//! distributions, [`crate::analysis::rng`]); the share of sums above the period is the
+//! predicted probability of a missed frame.
+//!
+//! **Measurement.** A periodic thread (SCHED_FIFO where permitted) runs the frames with absolute
+//! releases `release_k = start + k·period` (`clock_nanosleep(TIMER_ABSTIME)`). Every frame is
+//! run and counted: a frame that starts late because the previous one overran is still run,
+//! and is missed when it completes after its deadline, `release_k + period`. No release is
+//! skipped to catch up, so a long stall shows as every frame it delayed (no coordinated
+//! omission). The predicted and the measured misses are reported side by side.
+//!
+//! **Under load.** With `--load`, the loads start after the prediction (which measures the
+//! steps on a quiet machine, as the seed's cost table did), settle, and run through the frames
+//! only; they stop as soon as the last frame ends, and what each achieved is reported.
+
+use super::ipc::{self, End, Mechanism};
+use super::{now, setup_thread, Header, Placement, Session, ThreadSetup};
+use crate::analysis::rng::SplitMix64;
+use crate::duration;
+use crate::load::{self, LoadReport};
+use crate::policy::Policy;
+use crate::runner::{LoadPlan, Observer, RunContext, RunError};
+use crate::stats::Summary;
+use crate::units::Nanos;
+use crate::warning::Warning;
+use sandglass_sys::clock::{sleep_until, ClockId};
+use serde::{Deserialize, Serialize};
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use toml::Spanned;
+
+/// What one step does.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum StepKind {
+    Read { bytes: u64, cold: bool },
+    Send { bytes: u64, mechanism: Mechanism },
+    Copy { bytes: u64 },
+    Compute { time_ns: Nanos },
+}
+
+/// One step of a frame.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Step {
+    pub name: String,
+    #[serde(flatten)]
+    pub kind: StepKind,
+}
+
+/// A parsed budget file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BudgetSpec {
+    pub period_ns: Nanos,
+    pub frames: Option<u64>,
+    pub policy: Policy,
+    pub cpu: Option<usize>,
+    pub placement: Placement,
+    pub steps: Vec<Step>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBudget {
+    period: Spanned<String>,
+    frames: Option<Spanned<i64>>,
+    policy: Option<Spanned<String>>,
+    cpu: Option<Spanned<i64>>,
+    placement: Option<Spanned<String>>,
+    #[serde(default)]
+    step: Vec<RawStep>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStep {
+    kind: Spanned<String>,
+    name: Option<String>,
+    bytes: Option<Spanned<toml::Value>>,
+    time: Option<Spanned<String>>,
+    mech: Option<Spanned<String>>,
+    cache: Option<Spanned<String>>,
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+/// Parses a budget file; every error names the file and line and says how to fix it.
+pub fn parse_budget(text: &str, file: &str) -> Result<BudgetSpec, String> {
+    let raw: RawBudget = toml::from_str(text).map_err(|e| {
+        let line = e.span().map(|r| line_of(text, r.start)).unwrap_or(1);
+        format!("{file}:{line}: {}", e.message().trim())
+    })?;
+    let at = |span: std::ops::Range<usize>, msg: String| {
+        format!("{file}:{}: {msg}", line_of(text, span.start))
+    };
+    let period = duration::parse(raw.period.get_ref())
+        .map_err(|e| at(raw.period.span(), format!("period: {e}")))?;
+    if period.0 == 0 {
+        return Err(at(
+            raw.period.span(),
+            "period must be longer than zero".into(),
+        ));
+    }
+    let frames = match &raw.frames {
+        Some(f) if !(1..=1_000_000).contains(f.get_ref()) => {
+            return Err(at(f.span(), "frames must be from 1 to 1000000".into()))
+        }
+        Some(f) => Some(*f.get_ref() as u64),
+        None => None,
+    };
+    let policy = match &raw.policy {
+        Some(p) => {
+            let pol =
+                Policy::parse(p.get_ref()).map_err(|e| at(p.span(), format!("policy: {e}")))?;
+            if pol.is_deadline() {
+                return Err(at(
+                    p.span(),
+                    "policy: SCHED_DEADLINE is not offered here; use f:PRIO, r:PRIO or o:NICE"
+                        .into(),
+                ));
+            }
+            pol
+        }
+        None => Policy::Fifo { priority: 80 },
+    };
+    let cpu = match &raw.cpu {
+        Some(c) if *c.get_ref() < 0 => return Err(at(c.span(), "cpu must be a CPU number".into())),
+        Some(c) => Some(*c.get_ref() as usize),
+        None => None,
+    };
+    let placement = match &raw.placement {
+        Some(p) => Placement::parse(p.get_ref())
+            .map_err(|e| at(p.span(), e.replace("--placement", "placement")))?,
+        None => Placement::SameCpu,
+    };
+    if raw.step.is_empty() {
+        return Err(format!(
+            "{file}: the budget has no [[step]]: add at least one (kind = read, send, copy or compute)"
+        ));
+    }
+    let mut steps = Vec::new();
+    for (i, s) in raw.step.iter().enumerate() {
+        let kind = s.kind.get_ref().as_str();
+        let here = |span: std::ops::Range<usize>, msg: String| {
+            at(span, format!("step {} ({kind}): {msg}", i + 1))
+        };
+        let bytes = || -> Result<u64, String> {
+            let b = s.bytes.as_ref().ok_or_else(|| {
+                here(
+                    s.kind.span(),
+                    "needs bytes, such as bytes = 19200 or bytes = \"64KiB\"".into(),
+                )
+            })?;
+            let v = match b.get_ref() {
+                toml::Value::Integer(n) if *n > 0 => *n as u64,
+                toml::Value::Integer(_) => {
+                    return Err(here(
+                        b.span(),
+                        "bytes: a size of 0 bytes moves nothing; give at least 1".into(),
+                    ))
+                }
+                toml::Value::String(t) => {
+                    super::parse_size(t).map_err(|e| here(b.span(), format!("bytes: {e}")))?
+                }
+                _ => {
+                    return Err(here(
+                        b.span(),
+                        "bytes: give a number or a size string such as \"64KiB\"".into(),
+                    ))
+                }
+            };
+            if v > 256 << 20 {
+                return Err(here(b.span(), "bytes: at most 256 MiB per step".into()));
+            }
+            Ok(v)
+        };
+        let unexpected = |what: &str, present: bool, span: Option<std::ops::Range<usize>>| {
+            if present {
+                Err(here(
+                    span.unwrap_or(s.kind.span()),
+                    format!("{what} does not apply to a {kind} step"),
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        let k = match kind {
+            "read" => {
+                unexpected("time", s.time.is_some(), s.time.as_ref().map(|t| t.span()))?;
+                unexpected("mech", s.mech.is_some(), s.mech.as_ref().map(|t| t.span()))?;
+                let cold = match s.cache.as_ref().map(|c| (c.get_ref().as_str(), c.span())) {
+                    None | Some(("warm", _)) => false,
+                    Some(("cold", _)) => true,
+                    Some((other, span)) => {
+                        return Err(here(span, format!("cache '{other}': use warm or cold")))
+                    }
+                };
+                StepKind::Read {
+                    bytes: bytes()?,
+                    cold,
+                }
+            }
+            "send" => {
+                unexpected("time", s.time.is_some(), s.time.as_ref().map(|t| t.span()))?;
+                unexpected(
+                    "cache",
+                    s.cache.is_some(),
+                    s.cache.as_ref().map(|t| t.span()),
+                )?;
+                let m = s.mech.as_ref().ok_or_else(|| {
+                    here(s.kind.span(), "needs mech, such as mech = \"pipe\"".into())
+                })?;
+                let mechanism = Mechanism::parse(m.get_ref())
+                    .map_err(|e| here(m.span(), e.replace("--mech", "mech")))?;
+                StepKind::Send {
+                    bytes: bytes()?,
+                    mechanism,
+                }
+            }
+            "copy" => {
+                unexpected("time", s.time.is_some(), s.time.as_ref().map(|t| t.span()))?;
+                unexpected("mech", s.mech.is_some(), s.mech.as_ref().map(|t| t.span()))?;
+                unexpected(
+                    "cache",
+                    s.cache.is_some(),
+                    s.cache.as_ref().map(|t| t.span()),
+                )?;
+                StepKind::Copy { bytes: bytes()? }
+            }
+            "compute" => {
+                unexpected(
+                    "bytes",
+                    s.bytes.is_some(),
+                    s.bytes.as_ref().map(|t| t.span()),
+                )?;
+                unexpected("mech", s.mech.is_some(), s.mech.as_ref().map(|t| t.span()))?;
+                unexpected(
+                    "cache",
+                    s.cache.is_some(),
+                    s.cache.as_ref().map(|t| t.span()),
+                )?;
+                let t = s.time.as_ref().ok_or_else(|| {
+                    here(s.kind.span(), "needs time, such as time = \"2ms\"".into())
+                })?;
+                let time_ns = duration::parse(t.get_ref())
+                    .map_err(|e| here(t.span(), format!("time: {e}")))?;
+                if time_ns.0 == 0 {
+                    return Err(here(t.span(), "time must be longer than zero".into()));
+                }
+                StepKind::Compute { time_ns }
+            }
+            other => {
+                return Err(at(
+                    s.kind.span(),
+                    format!(
+                        "step {}: unknown kind '{other}': use read, send, copy or compute",
+                        i + 1
+                    ),
+                ))
+            }
+        };
+        let name = s.name.clone().unwrap_or_else(|| default_name(&k));
+        steps.push(Step { name, kind: k });
+    }
+    Ok(BudgetSpec {
+        period_ns: period,
+        frames,
+        policy,
+        cpu,
+        placement,
+        steps,
+    })
+}
+
+fn default_name(k: &StepKind) -> String {
+    match k {
+        StepKind::Read { bytes, cold } => format!(
+            "read {} from a file{}",
+            super::format_size(*bytes),
+            if *cold { " (cold)" } else { "" }
+        ),
+        StepKind::Send { bytes, mechanism } => {
+            format!(
+                "send {} by {}",
+                super::format_size(*bytes),
+                mechanism.name()
+            )
+        }
+        StepKind::Copy { bytes } => format!("copy {}", super::format_size(*bytes)),
+        StepKind::Compute { time_ns } => format!("compute {time_ns}"),
+    }
+}
+
+/// The default number of frames: 10 s worth, from 10 to 1000.
+pub fn default_frames(period: Nanos) -> u64 {
+    (10_000_000_000 / period.0.max(1)).clamp(10, 1000)
+}
+
+/// What to run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BudgetConfig {
+    pub spec: BudgetSpec,
+    /// The budget file, as given.
+    pub file: String,
+    /// Where the files of read steps are created.
+    pub dir: PathBuf,
+    /// Overrides the file's `frames`.
+    pub frames: Option<u64>,
+    /// Samples of each step in the prediction (at most, and at most one second per step).
+    pub predict_samples: usize,
+    pub output_dir: Option<PathBuf>,
+    /// Loads run through the frames of the real run (not the prediction).
+    #[serde(default)]
+    pub loads: LoadPlan,
+}
+
+/// Sums drawn for the predicted frame-time distribution.
+pub const DRAWS: usize = 20_000;
+/// The seed of the resampling, fixed so that a run's prediction can be recomputed.
+const SEED: u64 = 0x6275_6467_6574;
+
+/// One step's predicted and measured times.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepResult {
+    #[serde(flatten)]
+    pub step: Step,
+    /// Run alone, repeatedly.
+    pub predicted_ns: Option<Summary>,
+    /// Inside the frames of the real run.
+    pub measured_ns: Option<Summary>,
+}
+
+/// The prediction.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Prediction {
+    /// Σ step medians: the seed's "Total".
+    pub sum_p50_ns: i64,
+    /// Σ step p99s: a pessimistic total.
+    pub sum_p99_ns: i64,
+    /// period − Σ medians.
+    pub headroom_ns: i64,
+    /// The headroom as a share of the period.
+    pub headroom_share: f64,
+    /// The frame time from resampled step times.
+    pub frame_ns: Option<Summary>,
+    pub draws: u64,
+    /// The share of resampled frames longer than the period.
+    pub miss_probability: f64,
+    /// miss_probability × frames.
+    pub expected_misses: f64,
+}
+
+/// The real run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FramesMeasured {
+    /// Frames run (all of them unless the run was stopped).
+    pub frames: u64,
+    /// Frames completed after their deadline (release + period).
+    pub missed: u64,
+    pub miss_share: f64,
+    /// The longest run of consecutive missed frames.
+    pub longest_miss_run: u64,
+    /// Completion − release.
+    pub response_ns: Option<Summary>,
+    /// Completion − start: the frame's own time.
+    pub execution_ns: Option<Summary>,
+    /// Start − release: how late each frame began (a late wakeup or an overrunning predecessor).
+    pub start_lateness_ns: Option<Summary>,
+}
+
+/// The result.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BudgetResult {
+    #[serde(flatten)]
+    pub header: Header,
+    pub file: String,
+    pub period_ns: Nanos,
+    pub cpu: usize,
+    /// Where the receivers of send steps ran.
+    pub peer_cpu: usize,
+    pub frame_thread: Option<ThreadSetup>,
+    pub steps: Vec<StepResult>,
+    pub prediction: Prediction,
+    pub measured: FramesMeasured,
+    /// What each load achieved during the frames (empty without `--load`).
+    #[serde(default)]
+    pub loads: Vec<LoadReport>,
+}
+
+/// A step ready to run.
+enum Runner {
+    Read {
+        file: File,
+        buf: Vec<u8>,
+        size: u64,
+        pos: u64,
+        cold: bool,
+    },
+    Send {
+        end: End,
+        msg: Vec<u8>,
+        ack: [u8; 1],
+    },
+    Copy {
+        src: Vec<u8>,
+        dst: Vec<u8>,
+    },
+    Compute {
+        iterations: u64,
+    },
+}
+
+/// A fixed amount of work: `iterations` dependent multiply-adds.
+#[inline(never)]
+fn spin(iterations: u64) -> u64 {
+    let mut x = 1u64;
+    for _ in 0..iterations {
+        x = std::hint::black_box(
+            x.wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407),
+        );
+    }
+    x
+}
+
+/// Nanoseconds per [`spin`] iteration on this CPU: the fastest of five runs.
+fn calibrate_spin() -> f64 {
+    let n = 200_000;
+    (0..5)
+        .map(|_| {
+            let t = now();
+            std::hint::black_box(spin(n));
+            (now() - t) as f64 / n as f64
+        })
+        .fold(f64::INFINITY, f64::min)
+        .max(1e-3)
+}
+
+impl Runner {
+    /// Work done between frames, outside the timed steps: a cold read drops the pages it will
+    /// read next.
+    fn prepare(&mut self) -> Result<(), String> {
+        if let Runner::Read {
+            file, cold: true, ..
+        } = self
+        {
+            // The whole file, not the range about to be read: DONTNEED drops only whole pages,
+            // and the page cache may hold the file in large folios that a smaller range would
+            // leave alone. Only the pages read since the last drop are cached, so this is cheap.
+            sandglass_sys::ipc::fadvise_dontneed(file, 0, 0)
+                .map_err(|e| format!("posix_fadvise(DONTNEED): {e}"))?;
+        }
+        Ok(())
+    }
+
+    fn run(&mut self) -> Result<(), String> {
+        match self {
+            Runner::Read {
+                file,
+                buf,
+                size,
+                pos,
+                ..
+            } => {
+                if *pos + buf.len() as u64 > *size {
+                    *pos = 0;
+                }
+                file.read_exact_at(buf, *pos)
+                    .map_err(|e| format!("read: {e}"))?;
+                *pos += buf.len() as u64;
+                Ok(())
+            }
+            Runner::Send { end, msg, ack } => {
+                end.send(msg).map_err(|e| format!("send: {e}"))?;
+                match end.recv_exact(ack) {
+                    Ok(true) => Ok(()),
+                    Ok(false) => Err("the receiver closed the channel".to_string()),
+                    Err(e) => Err(format!("waiting for the receiver's ack: {e}")),
+                }
+            }
+            Runner::Copy { src, dst } => {
+                dst.copy_from_slice(src);
+                std::hint::black_box(dst);
+                Ok(())
+            }
+            Runner::Compute { iterations } => {
+                std::hint::black_box(spin(*iterations));
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The receiver of a send step: takes each message whole and acknowledges it with one byte.
+fn receiver(
+    mut end: End,
+    bytes: usize,
+    cpu: usize,
+    policy: Policy,
+    privileged: bool,
+) -> Option<String> {
+    if let Err(e) = setup_thread(cpu, &policy, privileged) {
+        return Some(e);
+    }
+    let mut buf = vec![0u8; bytes];
+    loop {
+        match end.recv_exact(&mut buf) {
+            Ok(true) => {
+                if let Err(e) = end.send(&[1]) {
+                    return Some(format!("the receiver could not ack: {e}"));
+                }
+            }
+            Ok(false) => return None,
+            Err(e) => return Some(format!("the receiver could not receive: {e}")),
+        }
+    }
+}
+
+/// The file a read step reads: at least enough for every frame and prediction sample once, at
+/// most 64 MiB (then it is read round and round).
+fn read_file(dir: &Path, index: usize, bytes: u64, reads: u64) -> Result<(File, u64), String> {
+    let size = bytes
+        .saturating_mul(reads)
+        .clamp(bytes, (64u64 << 20).max(bytes));
+    let path = dir.join(format!("step{index}"));
+    let mut rng = SplitMix64::new(index as u64 + 1);
+    let mut data = vec![0u8; (1 << 20).min(size as usize)];
+    {
+        use std::io::Write;
+        let mut f =
+            File::create(&path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+        let mut left = size;
+        while left > 0 {
+            for w in data.chunks_mut(8) {
+                let v = rng.next_u64().to_le_bytes();
+                w.copy_from_slice(&v[..w.len()]);
+            }
+            let n = left.min(data.len() as u64) as usize;
+            f.write_all(&data[..n])
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            left -= n as u64;
+        }
+        f.sync_all()
+            .map_err(|e| format!("cannot write {} back: {e}", path.display()))?;
+    }
+    let f = File::open(&path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    Ok((f, size))
+}
+
+/// The CPU of the receivers of send steps.
+pub fn peer_cpu(placement: Placement, cpu: usize, allowed: &[usize]) -> Result<usize, String> {
+    match placement {
+        Placement::SameCpu => Ok(cpu),
+        Placement::CrossCpu => allowed
+            .iter()
+            .rev()
+            .copied()
+            .find(|&c| c != cpu)
+            .ok_or_else(|| format!("placement = \"cross-cpu\" needs two CPUs, but this process may use only CPU {cpu}: use placement = \"same-cpu\"")),
+    }
+}
+
+/// Adds one random sample of every step, `draws` times: the frame-time distribution if the
+/// steps were independent. `samples` must each be non-empty.
+pub fn resample_frames(samples: &[Vec<i64>], draws: usize, seed: u64) -> Vec<i64> {
+    let mut rng = SplitMix64::new(seed);
+    (0..draws)
+        .map(|_| {
+            samples
+                .iter()
+                .map(|s| s[rng.below(s.len() as u64) as usize])
+                .sum()
+        })
+        .collect()
+}
+
+/// The prediction from each step's samples, against `period` and `frames`.
+pub fn predict(samples: &[Vec<i64>], period: Nanos, frames: u64) -> Prediction {
+    let summaries: Vec<Option<Summary>> = samples
+        .iter()
+        .map(|s| super::summarize(&mut s.clone()))
+        .collect();
+    let sum = |f: fn(&Summary) -> i64| summaries.iter().flatten().map(f).sum::<i64>();
+    let sum_p50 = sum(|s| s.p50_ns);
+    let complete = samples.iter().all(|s| !s.is_empty());
+    let mut draws = if complete && !samples.is_empty() {
+        resample_frames(samples, DRAWS, SEED)
+    } else {
+        Vec::new()
+    };
+    let late = draws.iter().filter(|&&d| d > period.0 as i64).count();
+    let p = if draws.is_empty() {
+        0.0
+    } else {
+        late as f64 / draws.len() as f64
+    };
+    let n = draws.len() as u64;
+    Prediction {
+        sum_p50_ns: sum_p50,
+        sum_p99_ns: sum(|s| s.p99_ns),
+        headroom_ns: period.0 as i64 - sum_p50,
+        headroom_share: (period.0 as i64 - sum_p50) as f64 / period.0.max(1) as f64,
+        frame_ns: super::summarize(&mut draws),
+        draws: n,
+        miss_probability: p,
+        expected_misses: p * frames as f64,
+    }
+}
+
+/// One frame of the real run, in nanoseconds from the first release.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Frame {
+    pub release_ns: u64,
+    pub start_ns: u64,
+    pub end_ns: u64,
+}
+
+/// Counts and summarises the frames against `period` (deadline = release + period).
+pub fn frames_measured(frames: &[Frame], period: Nanos) -> FramesMeasured {
+    let missed_flags: Vec<bool> = frames
+        .iter()
+        .map(|f| f.end_ns - f.release_ns > period.0)
+        .collect();
+    let missed = missed_flags.iter().filter(|&&m| m).count() as u64;
+    let mut longest = 0u64;
+    let mut run = 0u64;
+    for &m in &missed_flags {
+        run = if m { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    let mut response: Vec<i64> = frames
+        .iter()
+        .map(|f| (f.end_ns - f.release_ns) as i64)
+        .collect();
+    let mut execution: Vec<i64> = frames
+        .iter()
+        .map(|f| (f.end_ns - f.start_ns) as i64)
+        .collect();
+    let mut late: Vec<i64> = frames
+        .iter()
+        .map(|f| (f.start_ns - f.release_ns) as i64)
+        .collect();
+    FramesMeasured {
+        frames: frames.len() as u64,
+        missed,
+        miss_share: if frames.is_empty() {
+            0.0
+        } else {
+            missed as f64 / frames.len() as f64
+        },
+        longest_miss_run: longest,
+        response_ns: super::summarize(&mut response),
+        execution_ns: super::summarize(&mut execution),
+        start_lateness_ns: super::summarize(&mut late),
+    }
+}
+
+/// Checks the configuration; the error names the file or flag.
+pub fn validate(config: &BudgetConfig) -> Result<(), String> {
+    if config.frames == Some(0) {
+        return Err("--frames must be at least 1".to_string());
+    }
+    if config.predict_samples == 0 {
+        return Err("--predict-samples must be at least 1".to_string());
+    }
+    Ok(())
+}
+
+struct Outcome {
+    setup: ThreadSetup,
+    step_samples: Vec<Vec<i64>>,
+    step_in_frames: Vec<Vec<i64>>,
+    frames: Vec<Frame>,
+    loads: Vec<LoadReport>,
+}
+
+/// Starts the loads of `plan` on `cpus` (by default; a load may name its own) and lets them
+/// settle, checking `stop` every 10 ms. The counted window starts when the settle time is over.
+fn start_loads(
+    plan: &LoadPlan,
+    cpus: &[usize],
+    stop: &AtomicBool,
+) -> Result<Option<load::RunningLoads>, String> {
+    if plan.is_empty() {
+        return Ok(None);
+    }
+    let options = load::LoadOptions::new(cpus.to_vec());
+    // The frame thread is pinned and real-time, and threads inherit both: the loads are started
+    // from a thread of their own, on the loads' CPUs at SCHED_OTHER.
+    let started = std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .name("sg-load-start".to_string())
+            .spawn_scoped(s, || {
+                load::enter_load_thread(cpus)?;
+                load::start(&plan.specs, &options).map_err(|e| e.to_string())
+            })
+            .map_err(|e| format!("cannot create a thread: {e}"))?
+            .join()
+            .map_err(|_| "the thread starting the loads panicked".to_string())?
+    });
+    let running = started.map_err(|e| format!("cannot start the load: {e}"))?;
+    let until = now() + plan.settle_ns.0;
+    while now() < until && !stop.load(Ordering::Relaxed) {
+        let _ = sleep_until(ClockId::Monotonic, (now() + 10_000_000).min(until));
+    }
+    running.mark();
+    Ok(Some(running))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_frames(
+    config: &BudgetConfig,
+    frames: u64,
+    cpu: usize,
+    peer: usize,
+    dir: Option<&Path>,
+    privileged: bool,
+    load_cpus: &[usize],
+    stop: &AtomicBool,
+) -> Result<Outcome, String> {
+    let spec = &config.spec;
+    let setup = setup_thread(cpu, &spec.policy, privileged)?;
+    let per_step_reads = frames + config.predict_samples as u64 + 4;
+    let ns_per_spin = if spec
+        .steps
+        .iter()
+        .any(|s| matches!(s.kind, StepKind::Compute { .. }))
+    {
+        calibrate_spin()
+    } else {
+        1.0
+    };
+    std::thread::scope(|s| -> Result<Outcome, String> {
+        let mut runners = Vec::with_capacity(spec.steps.len());
+        let mut receivers = Vec::new();
+        for (i, step) in spec.steps.iter().enumerate() {
+            runners.push(match step.kind {
+                StepKind::Read { bytes, cold } => {
+                    let dir =
+                        dir.ok_or_else(|| "no directory for the read step's file".to_string())?;
+                    let (file, size) = read_file(dir, i, bytes, per_step_reads)?;
+                    if cold {
+                        // Read-ahead would bring the next frame's pages in early.
+                        sandglass_sys::ipc::fadvise_random(&file)
+                            .map_err(|e| format!("posix_fadvise(RANDOM): {e}"))?;
+                    }
+                    Runner::Read {
+                        file,
+                        buf: vec![1u8; bytes as usize],
+                        size,
+                        pos: 0,
+                        cold,
+                    }
+                }
+                StepKind::Send { bytes, mechanism } => {
+                    let ch = ipc::channel(mechanism, bytes as usize).map_err(|e| {
+                        format!(
+                            "step {} ({}): cannot create the channel: {e}",
+                            i + 1,
+                            step.name
+                        )
+                    })?;
+                    let policy = spec.policy;
+                    let b = ch.b;
+                    let h = std::thread::Builder::new()
+                        .name(format!("sg-budget-rx{i}"))
+                        .spawn_scoped(s, move || {
+                            receiver(b, bytes as usize, peer, policy, privileged)
+                        })
+                        .map_err(|e| format!("cannot create a receiver thread: {e}"))?;
+                    receivers.push(h);
+                    Runner::Send {
+                        end: ch.a,
+                        msg: (0..bytes as usize)
+                            .map(|k| super::pattern(1, bytes, k))
+                            .collect(),
+                        ack: [0],
+                    }
+                }
+                StepKind::Copy { bytes } => Runner::Copy {
+                    src: vec![3u8; bytes as usize],
+                    dst: vec![5u8; bytes as usize],
+                },
+                StepKind::Compute { time_ns } => Runner::Compute {
+                    iterations: (time_ns.0 as f64 / ns_per_spin).round().max(1.0) as u64,
+                },
+            });
+        }
+        let result = (|| -> Result<Outcome, String> {
+            // The prediction: each step alone.
+            let mut step_samples = Vec::with_capacity(runners.len());
+            for (i, r) in runners.iter_mut().enumerate() {
+                let mut v = Vec::with_capacity(config.predict_samples);
+                let end = now() + 1_000_000_000;
+                // One untimed run warms the path (first page faults, first wakeup of the receiver).
+                r.prepare()?;
+                r.run().map_err(|e| format!("step {}: {e}", i + 1))?;
+                while v.len() < config.predict_samples && !stop.load(Ordering::Relaxed) {
+                    r.prepare()?;
+                    let t = now();
+                    r.run().map_err(|e| format!("step {}: {e}", i + 1))?;
+                    let e = now();
+                    v.push((e - t) as i64);
+                    if v.len() >= 20 && e >= end {
+                        break;
+                    }
+                    // Rest as long as the step ran: a real-time thread that ran back to back
+                    // for a second would meet RT throttling (95% by default) and measure it.
+                    let _ = sleep_until(ClockId::Monotonic, e + (e - t));
+                }
+                step_samples.push(v);
+            }
+            // The real run, under the loads when there are any. They stop when it ends, on
+            // every path (dropping them stops them too).
+            let running = start_loads(&config.loads, load_cpus, stop)?;
+            let mut in_frames: Vec<Vec<i64>> = runners
+                .iter()
+                .map(|_| Vec::with_capacity(frames as usize))
+                .collect();
+            let mut out = Vec::with_capacity(frames as usize);
+            let period = spec.period_ns.0;
+            let t0 = now() + 10_000_000;
+            let mut failed = None;
+            for k in 0..frames {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let release = t0 + k * period;
+                while now() < release {
+                    let _ = sleep_until(ClockId::Monotonic, release);
+                }
+                let start = now();
+                let mut t = start;
+                for (i, r) in runners.iter_mut().enumerate() {
+                    if let Err(e) = r.run() {
+                        failed = Some(format!("frame {k}, step {}: {e}", i + 1));
+                        break;
+                    }
+                    let e = now();
+                    in_frames[i].push((e - t) as i64);
+                    t = e;
+                }
+                if failed.is_some() {
+                    break;
+                }
+                out.push(Frame {
+                    release_ns: release - t0,
+                    start_ns: start - t0,
+                    end_ns: t - t0,
+                });
+                if let Some(e) = runners.iter_mut().find_map(|r| r.prepare().err()) {
+                    failed = Some(e);
+                    break;
+                }
+            }
+            let loads = running.map(|r| r.stop()).unwrap_or_default();
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            Ok(Outcome {
+                setup: setup.clone(),
+                step_samples,
+                step_in_frames: in_frames,
+                frames: out,
+                loads,
+            })
+        })();
+        // Closing the senders ends the receivers.
+        for r in runners {
+            if let Runner::Send { end, .. } = r {
+                end.close();
+            }
+        }
+        let mut rx_error = None;
+        for h in receivers {
+            match h.join() {
+                Ok(Some(e)) => rx_error = rx_error.or(Some(e)),
+                Ok(None) => {}
+                Err(_) => rx_error = rx_error.or(Some("a receiver thread panicked".to_string())),
+            }
+        }
+        let out = result?;
+        match rx_error {
+            Some(e) => Err(e),
+            None => Ok(out),
+        }
+    })
+}
+
+/// Predicts the budget, runs it for real and writes the run directory.
+pub fn run(
+    config: &BudgetConfig,
+    ctx: &RunContext,
+    obs: &mut dyn Observer,
+) -> Result<BudgetResult, RunError> {
+    validate(config).map_err(RunError::Usage)?;
+    let spec = &config.spec;
+    let allowed = crate::system::allowed_cpus();
+    let cpu = super::choose_cpu(&allowed, spec.cpu)
+        .map_err(|e| RunError::Usage(format!("{}: {}", config.file, e.replace("--cpu", "cpu"))))?;
+    let peer = peer_cpu(spec.placement, cpu, &allowed)
+        .map_err(|e| RunError::Usage(format!("{}: {e}", config.file)))?;
+    let frames = config
+        .frames
+        .or(spec.frames)
+        .unwrap_or_else(|| default_frames(spec.period_ns));
+    let needs_dir = spec
+        .steps
+        .iter()
+        .any(|s| matches!(s.kind, StepKind::Read { .. }));
+    let tmp = if needs_dir {
+        Some(super::file::temp_dir(&config.dir).map_err(RunError::Usage)?)
+    } else {
+        None
+    };
+    let session = Session::open(
+        "bench-budget",
+        config.output_dir.as_deref(),
+        ctx,
+        serde_json::json!({ "budget": config, "frames": frames, "cpu": cpu, "peer_cpu": peer }),
+    )?;
+    obs.note(&format!(
+        "{} step(s) against a period of {}: measuring each step alone, then {frames} frames on CPU {cpu} (about {})",
+        spec.steps.len(),
+        spec.period_ns,
+        Nanos(spec.period_ns.0.saturating_mul(frames))
+    ));
+    if !config.loads.is_empty() {
+        obs.note(&format!(
+            "the frames run under {} after {} of settling; the prediction runs without it",
+            config
+                .loads
+                .specs
+                .iter()
+                .map(|l| l.to_string())
+                .collect::<Vec<_>>()
+                .join(" + "),
+            config.loads.settle_ns
+        ));
+    }
+    let privileged = super::privileged();
+    let stop = AtomicBool::new(false);
+    let dir = tmp.as_ref().map(|t| t.path().to_path_buf());
+    let supervised = super::supervise(&stop, || {
+        run_frames(
+            config,
+            frames,
+            cpu,
+            peer,
+            dir.as_deref(),
+            privileged,
+            &allowed,
+            &stop,
+        )
+    });
+    drop(tmp);
+    let (outcome, ended) = match supervised {
+        Ok(v) => v,
+        Err(e) => return Err(session.fail(e.to_string())),
+    };
+    let o = match outcome {
+        Ok(o) => o,
+        Err(e) => return Err(session.fail(e)),
+    };
+    let prediction = predict(&o.step_samples, spec.period_ns, frames);
+    let measured = frames_measured(&o.frames, spec.period_ns);
+    let steps: Vec<StepResult> = spec
+        .steps
+        .iter()
+        .zip(o.step_samples.iter().zip(&o.step_in_frames))
+        .map(|(s, (p, m))| StepResult {
+            step: s.clone(),
+            predicted_ns: super::summarize(&mut p.clone()),
+            measured_ns: super::summarize(&mut m.clone()),
+        })
+        .collect();
+    let mut warnings: Vec<Warning> = Vec::new();
+    super::downgrade_warnings(&[&o.setup], &mut warnings);
+    for r in &o.loads {
+        if let Some(e) = &r.error {
+            warnings.push(Warning::new(
+                crate::warning::WarningKind::LoadFailed,
+                format!("load {} did not run as asked: {e}", r.spec),
+            ));
+        }
+    }
+    let header = session.header(ended.state, &ended.detail, &warnings);
+    let result = BudgetResult {
+        header,
+        file: config.file.clone(),
+        period_ns: spec.period_ns,
+        cpu,
+        peer_cpu: peer,
+        frame_thread: Some(o.setup),
+        steps,
+        prediction,
+        measured,
+        loads: o.loads,
+    };
+    let mut csv =
+        String::from("frame,release_ns,start_lateness_ns,execution_ns,response_ns,missed\n");
+    for (k, f) in o.frames.iter().enumerate() {
+        csv.push_str(&format!(
+            "{k},{},{},{},{},{}\n",
+            f.release_ns,
+            f.start_ns - f.release_ns,
+            f.end_ns - f.start_ns,
+            f.end_ns - f.release_ns,
+            f.end_ns - f.release_ns > spec.period_ns.0
+        ));
+    }
+    let files = vec![session.write(
+        "frames.csv",
+        csv.as_bytes(),
+        "sandglass-bench-budget-frames-csv/1",
+        "one row per frame of the real run, times from its release",
+    )?];
+    session.finish(&result, &result.header, files)?;
+    Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SEED_BUDGET: &str = r#"
+# Dannenberg et al. 1993, section 11, at 10 frames per second.
+period = "100ms"
+frames = 5
+policy = "o:0"
+
+[[step]]
+name = "disk read"
+kind = "read"
+bytes = "20000"
+
+[[step]]
+name = "send data (client to Tactus)"
+kind = "send"
+bytes = 19200
+mech = "pipe"
+
+[[step]]
+kind = "copy"
+bytes = "19200"
+
+[[step]]
+kind = "compute"
+time = "1ms"
+"#;
+
+    #[test]
+    fn the_seed_budget_parses() {
+        let b = parse_budget(SEED_BUDGET, "seed.toml").expect("valid");
+        assert_eq!(b.period_ns, Nanos::from_millis(100));
+        assert_eq!(b.frames, Some(5));
+        assert_eq!(b.steps.len(), 4);
+        assert_eq!(b.steps[0].name, "disk read");
+        assert_eq!(
+            b.steps[1].kind,
+            StepKind::Send {
+                bytes: 19200,
+                mechanism: Mechanism::Pipe
+            }
+        );
+        assert_eq!(b.steps[2].name, "copy 19200 B");
+        assert_eq!(
+            b.steps[3].kind,
+            StepKind::Compute {
+                time_ns: Nanos::from_millis(1)
+            }
+        );
+        assert_eq!(b.policy, Policy::Other { nice: 0 });
+    }
+
+    #[test]
+    fn bad_budgets_name_the_line_and_the_fix() {
+        let cases = [
+            (
+                "period = \"100\"\n[[step]]\nkind = \"copy\"\nbytes = 1\n",
+                "b.toml:1: period: time '100' has no unit",
+            ),
+            ("period = \"1ms\"\n", "has no [[step]]"),
+            (
+                "period = \"1ms\"\n[[step]]\nkind = \"copy\"\nbytes = 0\n",
+                "b.toml:4: step 1 (copy): bytes: a size of 0 bytes",
+            ),
+            (
+                "period = \"1ms\"\n[[step]]\nkind = \"send\"\nbytes = 8\nmech = \"bogus\"\n",
+                "b.toml:5: step 1 (send): mech bogus: unknown mechanism",
+            ),
+            (
+                "period = \"1ms\"\n[[step]]\nkind = \"send\"\nbytes = 8\n",
+                "needs mech",
+            ),
+            (
+                "period = \"1ms\"\n[[step]]\nkind = \"sleep\"\n",
+                "unknown kind 'sleep'",
+            ),
+            (
+                "period = \"1ms\"\n[[step]]\nkind = \"compute\"\ntime = \"1ms\"\nbytes = 3\n",
+                "bytes does not apply to a compute step",
+            ),
+            (
+                "period = \"1ms\"\n[[step]]\nkind = \"read\"\nbytes = 3\ncache = \"hot\"\n",
+                "cache 'hot': use warm or cold",
+            ),
+            (
+                "period = \"1ms\"\nperiode = 3\n[[step]]\nkind = \"copy\"\nbytes = 1\n",
+                "b.toml:2",
+            ),
+            (
+                "period = \"1ms\"\nplacement = \"far\"\n[[step]]\nkind = \"copy\"\nbytes = 1\n",
+                "placement far",
+            ),
+        ];
+        for (text, want) in cases {
+            let e = parse_budget(text, "b.toml").expect_err(text);
+            assert!(e.contains(want), "{text:?}: {e:?} lacks {want:?}");
+        }
+    }
+
+    /// Exact arithmetic: two steps that always take 30 and 50 ms predict 80 ms per frame, 20 ms
+    /// of headroom in 100 ms and no misses; against 70 ms every resampled frame misses.
+    #[test]
+    fn prediction_on_exact_samples() {
+        let s = vec![vec![30_000_000; 10], vec![50_000_000; 7]];
+        let p = predict(&s, Nanos::from_millis(100), 50);
+        assert_eq!(p.sum_p50_ns, 80_000_000);
+        assert_eq!(p.headroom_ns, 20_000_000);
+        assert!((p.headroom_share - 0.2).abs() < 1e-12);
+        assert_eq!(p.miss_probability, 0.0);
+        assert_eq!(p.draws, DRAWS as u64);
+        let f = p.frame_ns.expect("frames");
+        assert_eq!((f.min_ns, f.max_ns), (80_000_000, 80_000_000));
+        let p = predict(&s, Nanos::from_millis(70), 50);
+        assert_eq!(p.miss_probability, 1.0);
+        assert_eq!(p.expected_misses, 50.0);
+        // One step that misses half the time: about half the draws are late.
+        let p = predict(&[vec![1, 200]], Nanos(100), 10);
+        assert!(
+            (p.miss_probability - 0.5).abs() < 0.02,
+            "{}",
+            p.miss_probability
+        );
+    }
+
+    #[test]
+    fn every_late_frame_is_counted() {
+        let period = Nanos(100);
+        // Frame 1 overruns into frame 2's period; frame 2 starts late and misses too.
+        let frames = [
+            Frame {
+                release_ns: 0,
+                start_ns: 0,
+                end_ns: 50,
+            },
+            Frame {
+                release_ns: 100,
+                start_ns: 101,
+                end_ns: 260,
+            },
+            Frame {
+                release_ns: 200,
+                start_ns: 260,
+                end_ns: 310,
+            },
+            Frame {
+                release_ns: 300,
+                start_ns: 310,
+                end_ns: 350,
+            },
+        ];
+        let m = frames_measured(&frames, period);
+        assert_eq!(m.frames, 4);
+        assert_eq!(m.missed, 2);
+        assert_eq!(m.longest_miss_run, 2);
+        assert_eq!(m.start_lateness_ns.expect("lateness").max_ns, 60);
+        assert_eq!(m.response_ns.expect("response").max_ns, 160);
+    }
+
+    #[test]
+    fn cross_cpu_receivers_need_two_cpus() {
+        assert_eq!(peer_cpu(Placement::SameCpu, 0, &[0]), Ok(0));
+        assert_eq!(peer_cpu(Placement::CrossCpu, 1, &[0, 1]), Ok(0));
+        assert!(peer_cpu(Placement::CrossCpu, 0, &[0])
+            .expect_err("one CPU")
+            .contains("needs two CPUs"));
+    }
+
+    #[test]
+    fn short_run_of_the_seed_budget() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let base = tempfile::tempdir().expect("tempdir");
+        let ctx = super::super::test_context(base.path());
+        let mut spec = parse_budget(SEED_BUDGET, "seed.toml").expect("valid");
+        spec.period_ns = Nanos::from_millis(10);
+        let config = BudgetConfig {
+            spec,
+            file: "seed.toml".into(),
+            dir: dir.path().to_path_buf(),
+            frames: Some(8),
+            predict_samples: 25,
+            output_dir: None,
+            loads: LoadPlan::default(),
+        };
+        let r = run(&config, &ctx, &mut crate::runner::Silent).expect("run");
+        assert_eq!(r.header.kind, "bench-budget");
+        assert_eq!(r.measured.frames, 8);
+        assert_eq!(r.steps.len(), 4);
+        for s in &r.steps {
+            assert!(s.predicted_ns.as_ref().expect("predicted").count >= 20);
+            assert_eq!(s.measured_ns.as_ref().expect("measured").count, 8);
+        }
+        assert_eq!(r.prediction.draws, DRAWS as u64);
+        assert!(r.prediction.sum_p50_ns > 0);
+        assert!(r.measured.execution_ns.is_some());
+        assert_eq!(
+            std::fs::read_dir(dir.path()).expect("list").count(),
+            0,
+            "the step files are removed"
+        );
+        let reader = crate::store::RunReader::open(Path::new(&r.header.run_dir)).expect("finished");
+        let frames = reader.read_text("frames.csv").expect("frames");
+        assert_eq!(frames.lines().count(), 9);
+    }
+}

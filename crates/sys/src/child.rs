@@ -1,0 +1,289 @@
+//! Child processes that cannot outlive sandglass: their own process group, and a parent-death
+//! signal.
+//!
+//! A load such as `stress-ng` or a user's command runs as a child process. Ending the run must
+//! end it and everything it started, whatever ends the run: a normal stop, Ctrl-C, an error, or
+//! a SIGKILL that gives sandglass no chance to clean up. [`isolate`] arranges three things in the
+//! child between `fork` and `exec`:
+//!
+//! 1. A process group of its own (`setpgid(2)`), so that [`signal_group`] reaches the child and
+//!    every descendant that stays in the group, and so that a Ctrl-C typed at the terminal
+//!    (delivered to the foreground group, sandglass's) does not reach it behind sandglass's back.
+//! 2. `PR_SET_PDEATHSIG` = SIGKILL (`prctl(2)`): the kernel kills the child when the thread that
+//!    spawned it ends, however it ends. The signal is tied to the spawning *thread*, not the
+//!    process, so spawn from a thread that lives until the child has been waited for.
+//! 3. A guardian: a small process forked inside the new group before `exec`. It blocks every
+//!    signal, closes every file descriptor, and waits for its parent (the child) to end; then it
+//!    sends SIGKILL to the whole group. The parent-death signal alone reaches only the direct
+//!    child: `sh -c 'a; b'` keeps running `a` as a grandchild, which would otherwise survive.
+//!    The guardian sleeps in `sigtimedwait` and is woken by its own parent-death signal, with a
+//!    one-second poll of `getppid(2)` as a safety net, so it costs nothing while the child runs.
+//!
+//! The child also starts with no signal blocked. The thread that spawns it may block SIGINT and
+//! SIGTERM to receive them synchronously (see [`crate::signal`]), and a child inherits the
+//! mask across `exec`: stress-ng would then never see the SIGINT that asks it to stop.
+//!
+//! A descendant that leaves the group on purpose (`setsid`, a daemon) escapes all of this; no
+//! user-space mechanism short of a cgroup can follow it.
+
+use crate::errno::{check, Errno};
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+/// SIGKILL, as a number.
+pub const SIGKILL: i32 = libc::SIGKILL;
+
+/// The name the guardian process shows in `ps` (at most 15 bytes, as `comm` allows).
+const GUARDIAN_NAME: &[u8] = b"sandglass-guard\0";
+
+/// Makes the process that `cmd` spawns the leader of a new process group that dies with the
+/// spawning thread, guarded so that its whole group dies with it (see the module documentation).
+///
+/// Spawning fails with `ESRCH` when the spawning process was already gone by the time the child
+/// set its parent-death signal (the signal would then never come).
+pub fn isolate(cmd: &mut Command) {
+    let parent = crate::process::pid();
+    let none_blocked = crate::signal::sigset(&[]);
+    // SAFETY: the closure runs in the child between fork and exec, where the process has a
+    // single thread and only async-signal-safe functions may be called. It calls sigprocmask
+    // (with a set prepared before the fork), setpgid, prctl, getppid, getpid and fork (all
+    // async-signal-safe system calls) and builds
+    // `io::Error` values from raw error numbers, which does not allocate. It touches no lock
+    // and no memory shared with the parent's other threads. The guardian it forks runs only
+    // `guard`, whose own SAFETY paragraph covers it, and never returns into Rust code.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::sigprocmask(libc::SIG_SETMASK, &none_blocked, std::ptr::null_mut()) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::setpgid(0, 0) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            ) == -1
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::getppid() != parent {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            let leader = libc::getpid();
+            if libc::fork() == 0 {
+                guard(leader);
+            }
+            // Without a guardian (fork failed) the parent-death signal still covers the child.
+            Ok(())
+        });
+    }
+}
+
+/// The guardian's whole life: wait for `leader` (the parent) to end, then kill its group.
+///
+/// # Safety
+///
+/// Must be called only in a freshly forked single-threaded child, as `isolate` does.
+unsafe fn guard(leader: libc::pid_t) -> ! {
+    // SAFETY: every call below is a thin wrapper of one system call (sigfillset, sigemptyset and
+    // sigaddset only write the local sets), safe in a forked child: sigprocmask, close_range or
+    // close, prctl, getppid, sigtimedwait, kill and _exit. Closing every descriptor is required:
+    // the guardian must not hold the pipe through which the spawning process learns that exec
+    // succeeded (it waits for that pipe to close), nor the child's output pipes.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::sigprocmask(libc::SIG_SETMASK, &all, std::ptr::null_mut());
+        if libc::syscall(
+            libc::SYS_close_range,
+            0 as libc::c_uint,
+            libc::c_uint::MAX,
+            0,
+        ) != 0
+        {
+            for fd in 0..65_536 {
+                libc::close(fd);
+            }
+        }
+        libc::prctl(
+            libc::PR_SET_NAME,
+            GUARDIAN_NAME.as_ptr() as libc::c_ulong,
+            0,
+            0,
+            0,
+        );
+        let wake_signal = libc::SIGUSR1;
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            wake_signal as libc::c_ulong,
+            0,
+            0,
+            0,
+        );
+        let mut wake: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut wake);
+        libc::sigaddset(&mut wake, wake_signal);
+        let poll = libc::timespec {
+            tv_sec: 1,
+            tv_nsec: 0,
+        };
+        loop {
+            if libc::getppid() != leader {
+                // The group is the leader's pid; this kills the guardian too.
+                libc::kill(-leader, libc::SIGKILL);
+                libc::_exit(0);
+            }
+            libc::sigtimedwait(&wake, std::ptr::null_mut(), &poll);
+        }
+    }
+}
+
+/// Sends `signo` to every process in group `pgid` (`kill(2)` with `-pgid`).
+pub fn signal_group(pgid: i32, signo: i32) -> Result<(), Errno> {
+    if pgid <= 1 {
+        // kill(-1) would signal every process we may signal; kill(0) our own group.
+        return Err(Errno::EINVAL);
+    }
+    // SAFETY: plain integer arguments; the kernel checks permission.
+    check(unsafe { libc::kill(-pgid, signo) }).map(|_| ())
+}
+
+/// True while process group `pgid` has a member that is not a zombie.
+///
+/// `kill(-pgid, 0)` alone counts zombies, which an init that does not reap orphans can keep
+/// forever; a group whose members have all exited is over even if nobody has reaped them.
+pub fn group_alive(pgid: i32) -> bool {
+    if pgid <= 1 {
+        return false;
+    }
+    // SAFETY: signal 0 only checks that the group exists and may be signalled.
+    if unsafe { libc::kill(-pgid, 0) } == -1 && Errno::last() == Errno(libc::ESRCH) {
+        return false;
+    }
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return true;
+    };
+    dir.flatten().any(|e| {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            return false;
+        };
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| parse_state_and_group(&s))
+            .is_some_and(|(state, group)| group == pgid && state != 'Z' && state != 'X')
+    })
+}
+
+/// The state letter and the process group of a `/proc/PID/stat` line (`proc(5)`: fields 3 and
+/// 5; the command name in field 2 may contain spaces and parentheses, so parse after the last
+/// `)`).
+fn parse_state_and_group(stat: &str) -> Option<(char, i32)> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let _ppid = fields.next()?;
+    let group = fields.next()?.parse().ok()?;
+    Some((state, group))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+
+    fn wait_until_gone(pgid: i32) -> bool {
+        let end = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < end {
+            if !group_alive(pgid) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        false
+    }
+
+    fn group_of(pid: u32) -> Option<i32> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        parse_state_and_group(&stat).map(|(_, g)| g)
+    }
+
+    #[test]
+    fn stat_lines_are_parsed_after_the_command_name() {
+        let line = "4242 (a (b) c) S 1 4240 4240 0 -1 4194560 100 0 0 0";
+        assert_eq!(parse_state_and_group(line), Some(('S', 4240)));
+        assert_eq!(parse_state_and_group("garbage"), None);
+    }
+
+    #[test]
+    fn an_isolated_child_leads_its_own_group_and_dies_with_it() {
+        let mut cmd = Command::new("sleep");
+        cmd.arg("30").stdin(Stdio::null());
+        isolate(&mut cmd);
+        let mut child = cmd.spawn().expect("spawn sleep");
+        let pgid = child.id() as i32;
+        assert_eq!(group_of(child.id()), Some(pgid));
+        assert_ne!(pgid, crate::process::pid());
+        assert!(group_alive(pgid));
+        signal_group(pgid, SIGKILL).expect("kill group");
+        let status = child.wait().expect("wait");
+        assert_eq!(status.signal(), Some(SIGKILL));
+        assert!(wait_until_gone(pgid), "group {pgid} still has members");
+    }
+
+    #[test]
+    fn grandchildren_die_when_the_spawning_thread_ends() {
+        // The shell runs `sleep` as a grandchild; only the guardian can end it.
+        let child = std::thread::spawn(|| {
+            let mut cmd = Command::new("sh");
+            cmd.args(["-c", "sleep 30; true"]).stdin(Stdio::null());
+            isolate(&mut cmd);
+            let child = cmd.spawn().expect("spawn sh");
+            // Let the shell start its grandchild before this thread ends.
+            std::thread::sleep(Duration::from_millis(200));
+            child
+        })
+        .join()
+        .expect("thread");
+        let pgid = child.id() as i32;
+        let mut child = child;
+        let status = child.wait().expect("wait");
+        assert_eq!(status.signal(), Some(SIGKILL), "{status:?}");
+        assert!(wait_until_gone(pgid), "group {pgid} outlived its parent");
+    }
+
+    #[test]
+    fn the_child_starts_with_no_signal_blocked() {
+        std::thread::spawn(|| {
+            crate::signal::block(&[crate::signal::SIGINT, crate::signal::SIGTERM]).expect("block");
+            let mut cmd = Command::new("grep");
+            cmd.args(["^SigBlk:", "/proc/self/status"])
+                .stdin(Stdio::null());
+            isolate(&mut cmd);
+            let out = cmd.output().expect("run grep");
+            let text = String::from_utf8_lossy(&out.stdout);
+            let mask = text.split_whitespace().nth(1).expect("SigBlk line");
+            assert!(mask.bytes().all(|b| b == b'0'), "{text}");
+        })
+        .join()
+        .expect("thread");
+    }
+
+    #[test]
+    fn groups_that_do_not_exist() {
+        assert!(!group_alive(0));
+        assert!(!group_alive(1));
+        assert_eq!(signal_group(1, 0), Err(Errno::EINVAL));
+        // Pids wrap below pid_max (at most 2^22), so this group cannot exist.
+        assert!(!group_alive(i32::MAX));
+        assert_eq!(signal_group(i32::MAX, 0), Err(Errno(libc::ESRCH)));
+    }
+}
