@@ -1,0 +1,368 @@
+//! Coarse explanations from the sampler: for each interval that holds a spike, the interrupt and
+//! softirq sources that were abnormal on that CPU compared with the run's median, the steal
+//! time, and the measuring thread's involuntary context switches; and the run's totals per CPU.
+//!
+//! **Abnormal.** For a source on a CPU, let `m` be the median of its per-interval deltas over
+//! the run and `s` their median absolute deviation. A delta `x` is abnormal when
+//! `x > m + max(2, 4·s)` (at least two more events than usual, and well outside the usual
+//! spread). Steal time is abnormal when it is non-zero in an interval whose median is zero, or
+//! above `m + max(1, 4·s)` ticks; involuntary switches likewise, with a margin of one. The
+//! sampler cannot say which of several abnormal sources caused a spike, only which ones were
+//! unusual while it happened; `--trace` (tracefs) gives the exact attribution.
+
+use super::sampler::{Interval, Record};
+use serde::{Deserialize, Serialize};
+
+/// A delay to explain, on CLOCK_MONOTONIC.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SpikeAt {
+    pub cpu: usize,
+    pub at_ns: u64,
+    pub size_ns: u64,
+}
+
+/// A source that was unusual in a spike's interval.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Abnormal {
+    /// `irq`, `softirq`, `steal` (ticks of USER_HZ) or `preemption` (involuntary switches).
+    pub kind: String,
+    pub name: String,
+    /// The count in the interval.
+    pub count: u64,
+    /// The run's median count per interval.
+    pub median: u64,
+}
+
+/// One spike and what was unusual around it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SpikeExplanation {
+    pub cpu: usize,
+    pub at_ns: u64,
+    pub size_ns: u64,
+    pub interval_start_ns: u64,
+    pub interval_end_ns: u64,
+    /// Most unusual first (by count over median).
+    pub abnormal: Vec<Abnormal>,
+}
+
+/// One source's total on a CPU over the run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Total {
+    pub kind: String,
+    pub name: String,
+    pub count: u64,
+}
+
+/// A CPU's totals over the sampled part of the run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CpuTotals {
+    pub cpu: usize,
+    /// Interrupt and softirq sources with a non-zero total, largest first.
+    pub sources: Vec<Total>,
+    /// Steal time in USER_HZ ticks (usually 10 ms each).
+    pub steal_ticks: u64,
+}
+
+/// The sampler's explanation of a run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Explanation {
+    pub intervals: u64,
+    pub totals: Vec<CpuTotals>,
+    pub spikes: Vec<SpikeExplanation>,
+    /// Spikes outside every sampled interval (before the first or after the last snapshot).
+    pub unexplained_spikes: u64,
+}
+
+fn median(v: &mut [u64]) -> u64 {
+    if v.is_empty() {
+        return 0;
+    }
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
+/// Median and median absolute deviation.
+fn centre(values: impl Iterator<Item = u64>) -> (u64, u64) {
+    let mut v: Vec<u64> = values.collect();
+    let m = median(&mut v);
+    let mut dev: Vec<u64> = v.iter().map(|&x| x.abs_diff(m)).collect();
+    (m, median(&mut dev))
+}
+
+/// Explains `spikes` (at most `max_spikes`, the largest) with the sampler's `record`; `thread_of`
+/// gives, for a CPU, the index of the measuring thread on it (in `record.spec.tids`), if any.
+pub fn explain(
+    record: &Record,
+    spikes: &[SpikeAt],
+    max_spikes: usize,
+    thread_of: &dyn Fn(usize) -> Option<usize>,
+) -> Explanation {
+    let iv: Vec<Interval> = super::sampler::intervals(record);
+    let cpus = &record.spec.cpus;
+    // Medians per (kind, source, cpu column).
+    let irq_centre: Vec<Vec<(u64, u64)>> = (0..record.irq_names.len())
+        .map(|s| {
+            (0..cpus.len())
+                .map(|c| centre(iv.iter().map(|i| i.irq[s][c])))
+                .collect()
+        })
+        .collect();
+    let soft_centre: Vec<Vec<(u64, u64)>> = (0..record.softirq_names.len())
+        .map(|s| {
+            (0..cpus.len())
+                .map(|c| centre(iv.iter().map(|i| i.softirq[s][c])))
+                .collect()
+        })
+        .collect();
+    let steal_centre: Vec<(u64, u64)> = (0..cpus.len())
+        .map(|c| centre(iv.iter().map(|i| i.steal[c])))
+        .collect();
+    let ctxt_centre: Vec<(u64, u64)> = (0..record.spec.tids.len())
+        .map(|t| centre(iv.iter().map(|i| i.ctxt[t].1)))
+        .collect();
+    let unusual = |x: u64, (m, s): (u64, u64), margin: u64| x > m + margin.max(4 * s);
+
+    let mut chosen: Vec<SpikeAt> = spikes.to_vec();
+    chosen.sort_by(|a, b| b.size_ns.cmp(&a.size_ns).then(a.at_ns.cmp(&b.at_ns)));
+    let mut out = Vec::new();
+    let mut unexplained = 0u64;
+    for sp in chosen {
+        let Some(c) = cpus.iter().position(|&x| x == sp.cpu) else {
+            unexplained += 1;
+            continue;
+        };
+        let Some(i) = iv
+            .iter()
+            .find(|i| i.start_ns <= sp.at_ns && sp.at_ns < i.end_ns)
+        else {
+            unexplained += 1;
+            continue;
+        };
+        if out.len() >= max_spikes {
+            continue;
+        }
+        let mut abnormal = Vec::new();
+        for (s, name) in record.irq_names.iter().enumerate() {
+            if unusual(i.irq[s][c], irq_centre[s][c], 2) {
+                abnormal.push(Abnormal {
+                    kind: "irq".into(),
+                    name: name.clone(),
+                    count: i.irq[s][c],
+                    median: irq_centre[s][c].0,
+                });
+            }
+        }
+        for (s, name) in record.softirq_names.iter().enumerate() {
+            if unusual(i.softirq[s][c], soft_centre[s][c], 2) {
+                abnormal.push(Abnormal {
+                    kind: "softirq".into(),
+                    name: name.clone(),
+                    count: i.softirq[s][c],
+                    median: soft_centre[s][c].0,
+                });
+            }
+        }
+        if unusual(i.steal[c], steal_centre[c], 1) {
+            abnormal.push(Abnormal {
+                kind: "steal".into(),
+                name: "hypervisor".into(),
+                count: i.steal[c],
+                median: steal_centre[c].0,
+            });
+        }
+        if let Some(t) = thread_of(sp.cpu).filter(|&t| t < record.spec.tids.len()) {
+            if unusual(i.ctxt[t].1, ctxt_centre[t], 1) {
+                abnormal.push(Abnormal {
+                    kind: "preemption".into(),
+                    name: "involuntary context switches of the measuring thread".into(),
+                    count: i.ctxt[t].1,
+                    median: ctxt_centre[t].0,
+                });
+            }
+        }
+        abnormal.sort_by(|a, b| {
+            let excess = |x: &Abnormal| x.count as f64 / (x.median.max(1)) as f64;
+            excess(b).total_cmp(&excess(a)).then(a.name.cmp(&b.name))
+        });
+        out.push(SpikeExplanation {
+            cpu: sp.cpu,
+            at_ns: sp.at_ns,
+            size_ns: sp.size_ns,
+            interval_start_ns: i.start_ns,
+            interval_end_ns: i.end_ns,
+            abnormal,
+        });
+    }
+    let totals = cpus
+        .iter()
+        .enumerate()
+        .map(|(c, &cpu)| {
+            let mut sources: Vec<Total> = Vec::new();
+            for (s, name) in record.irq_names.iter().enumerate() {
+                let n: u64 = iv.iter().map(|i| i.irq[s][c]).sum();
+                if n > 0 {
+                    sources.push(Total {
+                        kind: "irq".into(),
+                        name: name.clone(),
+                        count: n,
+                    });
+                }
+            }
+            for (s, name) in record.softirq_names.iter().enumerate() {
+                let n: u64 = iv.iter().map(|i| i.softirq[s][c]).sum();
+                if n > 0 {
+                    sources.push(Total {
+                        kind: "softirq".into(),
+                        name: name.clone(),
+                        count: n,
+                    });
+                }
+            }
+            sources.sort_by(|a, b| b.count.cmp(&a.count).then(a.name.cmp(&b.name)));
+            CpuTotals {
+                cpu,
+                sources,
+                steal_ticks: iv.iter().map(|i| i.steal[c]).sum(),
+            }
+        })
+        .collect();
+    Explanation {
+        intervals: iv.len() as u64,
+        totals,
+        spikes: out,
+        unexplained_spikes: unexplained,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::sampler::{SamplerSpec, Snapshot};
+    use super::*;
+    use crate::causes::procfs::CpuStat;
+
+    /// Twenty 100 ms intervals on CPU 1: 25 timer interrupts and 3 eth0 interrupts each, except
+    /// interval 7, where eth0 fires 300 times and the thread is preempted 5 times, and interval
+    /// 12, where the hypervisor steals 4 ticks.
+    fn record() -> Record {
+        let mut snaps = Vec::new();
+        let (mut loc, mut eth, mut steal, mut inv) = (0u64, 0u64, 0u64, 0u64);
+        for k in 0..=20u64 {
+            snaps.push(Snapshot {
+                at_ns: k * 100_000_000,
+                irq: vec![vec![eth], vec![loc]],
+                softirq: vec![vec![loc]],
+                stat: vec![CpuStat {
+                    steal,
+                    ..CpuStat::default()
+                }],
+                ctxt: vec![(k * 100, inv)],
+            });
+            loc += 25;
+            eth += if k == 7 { 300 } else { 3 };
+            inv += if k == 7 { 5 } else { 0 };
+            steal += if k == 12 { 4 } else { 0 };
+        }
+        Record {
+            spec: SamplerSpec {
+                cpus: vec![1],
+                tids: vec![99],
+            },
+            irq_names: vec!["30 (eth0)".into(), "LOC (Local timer interrupts)".into()],
+            softirq_names: vec!["TIMER".into()],
+            snapshots: snaps,
+        }
+    }
+
+    #[test]
+    fn the_abnormal_sources_of_each_spike() {
+        let spikes = [
+            SpikeAt {
+                cpu: 1,
+                at_ns: 750_000_000,
+                size_ns: 2_000_000,
+            },
+            SpikeAt {
+                cpu: 1,
+                at_ns: 1_230_000_000,
+                size_ns: 900_000,
+            },
+            SpikeAt {
+                cpu: 1,
+                at_ns: 350_000_000,
+                size_ns: 100_000,
+            },
+            SpikeAt {
+                cpu: 1,
+                at_ns: 5_000_000_000,
+                size_ns: 5_000_000,
+            },
+        ];
+        let e = explain(&record(), &spikes, 10, &|cpu| (cpu == 1).then_some(0));
+        assert_eq!(e.intervals, 20);
+        assert_eq!(e.unexplained_spikes, 1, "the spike after the last snapshot");
+        assert_eq!(e.spikes.len(), 3);
+        // Largest first: the eth0 storm with the preemptions.
+        let s0 = &e.spikes[0];
+        assert_eq!((s0.at_ns, s0.interval_start_ns), (750_000_000, 700_000_000));
+        let kinds: Vec<(&str, &str, u64, u64)> = s0
+            .abnormal
+            .iter()
+            .map(|a| (a.kind.as_str(), a.name.as_str(), a.count, a.median))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                ("irq", "30 (eth0)", 300, 3),
+                (
+                    "preemption",
+                    "involuntary context switches of the measuring thread",
+                    5,
+                    0
+                )
+            ]
+        );
+        assert_eq!(e.spikes[1].abnormal[0].kind, "steal");
+        assert_eq!(e.spikes[1].abnormal[0].count, 4);
+        assert!(e.spikes[2].abnormal.is_empty(), "a quiet interval");
+        let t = &e.totals[0];
+        assert_eq!(t.cpu, 1);
+        assert_eq!(t.steal_ticks, 4);
+        let totals: Vec<(&str, u64)> = t
+            .sources
+            .iter()
+            .map(|s| (s.name.as_str(), s.count))
+            .collect();
+        assert_eq!(
+            totals,
+            [
+                ("LOC (Local timer interrupts)", 500),
+                ("TIMER", 500),
+                ("30 (eth0)", 19 * 3 + 300)
+            ]
+        );
+    }
+
+    #[test]
+    fn at_most_the_largest_spikes_are_explained() {
+        let spikes: Vec<SpikeAt> = (0..10u64)
+            .map(|k| SpikeAt {
+                cpu: 1,
+                at_ns: k * 150_000_000,
+                size_ns: 1000 + k,
+            })
+            .collect();
+        let e = explain(&record(), &spikes, 3, &|_| None);
+        let sizes: Vec<u64> = e.spikes.iter().map(|s| s.size_ns).collect();
+        assert_eq!(sizes, [1009, 1008, 1007]);
+        // A CPU that was not sampled cannot be explained.
+        let other = [SpikeAt {
+            cpu: 0,
+            at_ns: 1,
+            size_ns: 1,
+        }];
+        assert_eq!(
+            explain(&record(), &other, 3, &|_| None).unexplained_spikes,
+            1
+        );
+    }
+}
