@@ -64,6 +64,10 @@ pub struct TimerArgs {
     pub counter: String,
     #[command(flatten)]
     pub loads: LoadFlags,
+    /// Snapshots per second of /proc/interrupts, softirqs, stat and the threads' context
+    /// switches, which explain spikes (0: none)
+    #[arg(long, value_name = "HZ", default_value_t = sandglass::causes::DEFAULT_SAMPLE_HZ, value_parser = clap::value_parser!(u32).range(0..=1000))]
+    pub sample_rate: u32,
 }
 
 /// Turns the options into a configuration, refusing bad values with one clear line.
@@ -124,6 +128,7 @@ pub fn config(a: &TimerArgs) -> Result<TimerConfig, Failure> {
         output_dir: a.output.clone(),
         counter: counter_arg(&a.counter)?,
         loads: a.loads.plan()?,
+        sample_hz: a.sample_rate,
     };
     timer::validate(&c).map_err(Failure::usage)?;
     Ok(c)

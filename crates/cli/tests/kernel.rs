@@ -964,3 +964,75 @@ fn cache_cost_experiment_runs() {
     assert_eq!(parents.len(), 1);
     assert_eq!(std::fs::read_dir(parents[0].path()).unwrap().count(), 8);
 }
+
+/// The unprivileged explanation: a competing SCHED_FIFO 95 thread that runs 2 ms every 500 ms
+/// on the measured CPU delays a SCHED_FIFO 50 timer thread by about 2 ms twice a second. The
+/// sampler finds that the measuring thread waited runnable for its CPU in the intervals of
+/// those spikes, and the train detector finds them recurring every 500 ms.
+#[test]
+fn timer_explains_a_competing_thread() {
+    require_root!();
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let sg = env!("CARGO_BIN_EXE_sandglass");
+    let mut competitor = std::process::Command::new("taskset")
+        .args(["-c", "1", sg, "hourglass", "-n", "1", "-d", "8s", "-t", "0"])
+        .args([
+            "-p", "RTHIGH", "-w", "PERIODIC", "2ms", "500ms", "-i", "HR", "-o",
+        ])
+        .arg(tmp.path().join("competitor"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn();
+    let Ok(child) = competitor.as_mut() else {
+        skip("taskset (util-linux) is not installed");
+        return;
+    };
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let out = Command::cargo_bin("sandglass")
+        .unwrap()
+        .args(["timer", "-c", "1", "-P", "f:50", "-d", "5s", "--json", "-o"])
+        .arg(tmp.path().join("timer"))
+        .output()
+        .unwrap();
+    let _ = child.wait();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let causes = &v["causes"];
+    assert_eq!(causes["sample_hz"], 10, "{causes}");
+    let spikes = causes["explanation"]["spikes"].as_array().unwrap();
+    let waited = spikes
+        .iter()
+        .filter(|s| {
+            s["abnormal"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|a| a["kind"] == "wait_ns" && a["count"].as_u64().unwrap() > 1_000_000)
+        })
+        .count();
+    eprintln!(
+        "{} explained spikes, {waited} with a run-queue wait",
+        spikes.len()
+    );
+    assert!(waited >= 3, "{causes}");
+    let trains = causes["trains"].as_array().unwrap();
+    assert!(
+        trains.iter().any(|t| {
+            let p = t["period_ns"].as_u64().unwrap();
+            t["cpu"] == 1
+                && p.abs_diff(500_000_000) < 5_000_000
+                && t["count"].as_u64().unwrap() >= 5
+        }),
+        "{trains:?}"
+    );
+    let dir = tmp.path().join("timer");
+    let csv = std::fs::read_to_string(dir.join("sampler.csv")).unwrap();
+    assert!(csv.lines().count() > 10, "{csv}");
+    check_files(&dir);
+}

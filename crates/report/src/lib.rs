@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 pub mod analysis;
+pub mod causes;
 pub mod hourglass;
 pub mod load;
 pub mod microbench;

@@ -170,6 +170,9 @@ pub fn write(w: &mut dyn Write, r: &TimerResult) -> io::Result<()> {
         )?;
         crate::load::write(w, &r.loads)?;
     }
+    if let Some(c) = &r.causes {
+        crate::causes::write(w, c)?;
+    }
     for warn in &r.warnings {
         writeln!(w, "warning: {}", warn.message)?;
     }

@@ -47,6 +47,9 @@ pub struct NoiseConfig {
     /// Loads to run around the measurement.
     #[serde(default)]
     pub loads: LoadPlan,
+    /// Snapshots per second of the `/proc` counters that explain spikes (0: none).
+    #[serde(default = "crate::causes::default_sample_hz")]
+    pub sample_hz: u32,
 }
 
 /// Parses `memmove:SIZE` (SIZE in bytes, or with K, M suffixes as oslat's `-m`).
@@ -108,6 +111,7 @@ pub fn measured_cpus(c: &NoiseConfig, allowed: &[usize]) -> Result<Vec<usize>, S
         output_dir: None,
         counter: c.counter,
         loads: LoadPlan::default(),
+        sample_hz: 0,
     };
     crate::timer::measured_cpus(&t, allowed)
 }
@@ -220,7 +224,13 @@ pub struct NoiseResult {
     /// What each load achieved during the measurement.
     #[serde(default)]
     pub loads: Vec<LoadReport>,
+    /// The spikes' explanation by the sampler and their periodic trains.
+    #[serde(default)]
+    pub causes: Option<crate::causes::Causes>,
 }
+
+/// Interruptions of at least this long are spikes for the explanation.
+pub const SPIKE_NS: u64 = 20_000;
 
 /// The interruptions of one thread from its records: the gaps between consecutive records.
 pub fn interruptions(records: &[Interval], thread: u16) -> Vec<Interruption> {
@@ -273,6 +283,7 @@ pub fn run(
         gap_stats: true,
         memmove_bytes: config.memmove_bytes,
         loads: &config.loads,
+        sample_hz: config.sample_hz,
     };
     let mut m = runner::measure(&job, ctx, obs)?;
     let result = build(config, &cpus, &mut m);
@@ -366,6 +377,24 @@ pub fn build(config: &NoiseConfig, cpus: &[usize], m: &mut Measured) -> NoiseRes
         }
         out.push(nc);
     }
+    let per_cpu: Vec<(usize, Vec<crate::causes::trains::Spike>)> = out
+        .iter()
+        .map(|c| {
+            let gaps = c
+                .list
+                .iter()
+                .map(|i| (i.start_ns as i64, i.duration_ns as i64));
+            (c.cpu, crate::causes::spikes_of(gaps, SPIKE_NS))
+        })
+        .collect();
+    let thread_of = |cpu: usize| out.iter().position(|c| c.cpu == cpu);
+    let causes = crate::causes::analyze(
+        m.sampler.as_ref(),
+        config.sample_hz,
+        SPIKE_NS,
+        &per_cpu,
+        &thread_of,
+    );
     NoiseResult {
         kind: "noise".to_string(),
         run_id: m.dir.id().to_string(),
@@ -382,6 +411,7 @@ pub fn build(config: &NoiseConfig, cpus: &[usize], m: &mut Measured) -> NoiseRes
         memory_locked: m.memory_locked,
         loads: std::mem::take(&mut m.loads),
         warnings,
+        causes: Some(causes),
     }
 }
 
@@ -424,6 +454,9 @@ fn write(m: &Measured, r: &NoiseResult) -> Result<(), StoreError> {
         "sandglass-noise-timeline-csv/1",
         "per CPU and second: interruptions, noise in ns, longest interruption in ns",
     )?);
+    if let Some(rec) = &m.sampler {
+        files.push(crate::causes::write_sampler(dir, rec)?);
+    }
     m.finish(files, &r.warnings)
 }
 
@@ -493,6 +526,7 @@ mod tests {
             output_dir: None,
             counter: CounterChoice::Auto,
             loads: LoadPlan::default(),
+            sample_hz: 0,
         };
         let s = spec(&c, &[1, 2]);
         assert_eq!(s.records, 61 * 10_000);

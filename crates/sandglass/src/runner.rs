@@ -165,6 +165,9 @@ pub struct Job<'a> {
     pub memmove_bytes: usize,
     /// Loads to run around the measurement.
     pub loads: &'a LoadPlan,
+    /// Snapshots per second of the `/proc` counters on the measured CPUs (0: none); taken by the
+    /// main thread between its waits.
+    pub sample_hz: u32,
 }
 
 /// What one thread reported from its setup and run.
@@ -205,6 +208,8 @@ pub struct Measured {
     pub memory_locked: bool,
     /// What each load achieved while it ran.
     pub loads: Vec<LoadReport>,
+    /// The sampler's snapshots (times in ns from the run's time zero), when it ran.
+    pub sampler: Option<crate::causes::sampler::Record>,
 }
 
 impl Measured {
@@ -931,6 +936,24 @@ fn run_threads<C: Clock + Copy + Send + 'static>(
     let mut end_detail = "ran for the whole duration".to_string();
     let mut stop_since: Option<u64> = None;
     let mut last_progress = 0u64;
+    let sample_every = if job.sample_hz > 0 {
+        1_000_000_000 / u64::from(job.sample_hz)
+    } else {
+        0
+    };
+    let mut sampler = (sample_every > 0).then(|| {
+        use crate::causes::sampler::{Proc, Sampler, SamplerSpec};
+        let what = SamplerSpec {
+            cpus: placement.measured.to_vec(),
+            tids: tids.clone(),
+        };
+        // The run, its grace time and the closing snapshot.
+        let capacity = (spec.duration_ns.0 + grace_ns) / sample_every + 4;
+        let mut s = Sampler::new(Proc, what, capacity as usize);
+        s.sample(cal0.ns_for_ticks(clock.now().saturating_sub(t0)));
+        s
+    });
+    let mut next_sample_ns = sample_every;
     loop {
         if handles.iter().all(|h| h.is_finished()) {
             break;
@@ -977,6 +1000,12 @@ fn run_threads<C: Clock + Copy + Send + 'static>(
             }
         }
         let elapsed_ns = cal0.ns_for_ticks(now.saturating_sub(t0));
+        if let Some(s) = sampler.as_mut() {
+            if stop_since.is_none() && elapsed_ns >= next_sample_ns {
+                s.sample(elapsed_ns);
+                next_sample_ns = elapsed_ns - elapsed_ns % sample_every + sample_every;
+            }
+        }
         if elapsed_ns >= last_progress + 1_000_000_000 && now < end_tick {
             last_progress = elapsed_ns - elapsed_ns % 1_000_000_000;
             obs.progress(Nanos(elapsed_ns), spec.duration_ns);
@@ -1001,6 +1030,12 @@ fn run_threads<C: Clock + Copy + Send + 'static>(
             obs.live(Nanos(elapsed_ns), &rows);
         }
     }
+
+    // The closing snapshot ends the last interval.
+    if let Some(s) = sampler.as_mut() {
+        s.sample(cal0.ns_for_ticks(clock.now().saturating_sub(t0)));
+    }
+    let sampler = sampler.map(|s| s.finish());
 
     let reports: Vec<ThreadReport> = handles
         .into_iter()
@@ -1102,6 +1137,7 @@ fn run_threads<C: Clock + Copy + Send + 'static>(
         pm_qos_us,
         memory_locked,
         loads: load_reports,
+        sampler,
     })
 }
 

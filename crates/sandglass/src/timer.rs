@@ -61,6 +61,9 @@ pub struct TimerConfig {
     /// Loads to run around the measurement.
     #[serde(default)]
     pub loads: LoadPlan,
+    /// Snapshots per second of the `/proc` counters that explain spikes (0: none).
+    #[serde(default = "crate::causes::default_sample_hz")]
+    pub sample_hz: u32,
 }
 
 /// Hourglass Table 1's thresholds (1, 5, 10 and 50 ms) with finer ones suited to `interval`:
@@ -285,6 +288,34 @@ pub struct TimerResult {
     /// What each load achieved during the measurement.
     #[serde(default)]
     pub loads: Vec<LoadReport>,
+    /// The spikes' explanation by the sampler and their periodic trains.
+    #[serde(default)]
+    pub causes: Option<crate::causes::Causes>,
+}
+
+/// A timer run's spikes: releases at least `max(100 µs, 10 × the largest per-CPU median
+/// lateness)` late, a stall that delayed several releases counted once; with the threshold.
+pub fn spikes(cpus: &[TimerCpu]) -> (u64, Vec<(usize, Vec<crate::causes::trains::Spike>)>) {
+    let median = |c: &TimerCpu| {
+        let mut v: Vec<i64> = c.samples.iter().map(|s| s.1).collect();
+        v.sort_unstable();
+        v.get(v.len() / 2).copied().unwrap_or(0).max(0) as u64
+    };
+    let threshold = cpus
+        .iter()
+        .map(median)
+        .max()
+        .unwrap_or(0)
+        .saturating_mul(10)
+        .max(100_000);
+    let per_cpu = cpus
+        .iter()
+        .map(|c| {
+            let s = crate::causes::spikes_of(c.samples.iter().map(|s| (s.0, s.1)), threshold);
+            (c.cpu, s)
+        })
+        .collect();
+    (threshold, per_cpu)
 }
 
 /// The per-second timeline of samples `(release_ns, lateness_ns, missed)`.
@@ -364,6 +395,7 @@ pub fn run(
         gap_stats: false,
         memmove_bytes: 0,
         loads: &config.loads,
+        sample_hz: config.sample_hz,
     };
     let mut m = runner::measure(&job, ctx, obs)?;
     let result = build(config, &cpus, &mut m);
@@ -485,6 +517,15 @@ pub fn build(config: &TimerConfig, cpus: &[usize], m: &mut Measured) -> TimerRes
             ),
         ));
     }
+    let (threshold, per_cpu) = spikes(&out);
+    let thread_of = |cpu: usize| out.iter().position(|c| c.cpu == cpu);
+    let causes = crate::causes::analyze(
+        m.sampler.as_ref(),
+        config.sample_hz,
+        threshold,
+        &per_cpu,
+        &thread_of,
+    );
     TimerResult {
         kind: "timer".to_string(),
         run_id: m.dir.id().to_string(),
@@ -502,6 +543,7 @@ pub fn build(config: &TimerConfig, cpus: &[usize], m: &mut Measured) -> TimerRes
         loads: std::mem::take(&mut m.loads),
         counter_frequency_hz: m.calibration.frequency_hz,
         warnings,
+        causes: Some(causes),
     }
 }
 
@@ -554,6 +596,9 @@ fn write(m: &Measured, r: &TimerResult) -> Result<(), StoreError> {
         "sandglass-timer-timeline-csv/1",
         "per CPU and second: releases, missed releases, lateness min, p50, p99, max",
     )?);
+    if let Some(rec) = &m.sampler {
+        files.push(crate::causes::write_sampler(dir, rec)?);
+    }
     let mut totals: Vec<(String, &Histogram<u64>)> = Vec::new();
     for c in &r.cpus {
         if let Some([lat, raw, interval]) = &c.histograms {
@@ -620,6 +665,7 @@ mod tests {
             output_dir: None,
             counter: CounterChoice::Auto,
             loads: LoadPlan::default(),
+            sample_hz: 0,
         }
     }
 

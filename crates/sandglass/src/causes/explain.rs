@@ -24,7 +24,9 @@ pub struct SpikeAt {
 /// A source that was unusual in a spike's interval.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Abnormal {
-    /// `irq`, `softirq`, `steal` (ticks of USER_HZ) or `preemption` (involuntary switches).
+    /// `irq`, `softirq`, `steal` (ticks of USER_HZ), `preemption` (involuntary switches of the
+    /// measuring thread) or `wait_ns` (time the measuring thread waited runnable for its CPU,
+    /// in ns: another thread held it).
     pub kind: String,
     pub name: String,
     /// The count in the interval.
@@ -120,6 +122,9 @@ pub fn explain(
     let ctxt_centre: Vec<(u64, u64)> = (0..record.spec.tids.len())
         .map(|t| centre(iv.iter().map(|i| i.ctxt[t].1)))
         .collect();
+    let wait_centre: Vec<(u64, u64)> = (0..record.spec.tids.len())
+        .map(|t| centre(iv.iter().map(|i| i.wait_ns.get(t).copied().unwrap_or(0))))
+        .collect();
     let unusual = |x: u64, (m, s): (u64, u64), margin: u64| x > m + margin.max(4 * s);
 
     let mut chosen: Vec<SpikeAt> = spikes.to_vec();
@@ -171,6 +176,15 @@ pub fn explain(
             });
         }
         if let Some(t) = thread_of(sp.cpu).filter(|&t| t < record.spec.tids.len()) {
+            let wait = i.wait_ns.get(t).copied().unwrap_or(0);
+            if unusual(wait, wait_centre[t], 100_000) {
+                abnormal.push(Abnormal {
+                    kind: "wait_ns".into(),
+                    name: "the measuring thread waited runnable for its CPU".into(),
+                    count: wait,
+                    median: wait_centre[t].0,
+                });
+            }
             if unusual(i.ctxt[t].1, ctxt_centre[t], 1) {
                 abnormal.push(Abnormal {
                     kind: "preemption".into(),
@@ -245,7 +259,7 @@ mod tests {
     /// 12, where the hypervisor steals 4 ticks.
     fn record() -> Record {
         let mut snaps = Vec::new();
-        let (mut loc, mut eth, mut steal, mut inv) = (0u64, 0u64, 0u64, 0u64);
+        let (mut loc, mut eth, mut steal, mut inv, mut wait) = (0u64, 0u64, 0u64, 0u64, 0u64);
         for k in 0..=20u64 {
             snaps.push(Snapshot {
                 at_ns: k * 100_000_000,
@@ -256,7 +270,9 @@ mod tests {
                     ..CpuStat::default()
                 }],
                 ctxt: vec![(k * 100, inv)],
+                wait_ns: vec![wait],
             });
+            wait += if k == 7 { 2_000_000 } else { 10_000 };
             loc += 25;
             eth += if k == 7 { 300 } else { 3 };
             inv += if k == 7 { 5 } else { 0 };
@@ -301,7 +317,8 @@ mod tests {
         assert_eq!(e.intervals, 20);
         assert_eq!(e.unexplained_spikes, 1, "the spike after the last snapshot");
         assert_eq!(e.spikes.len(), 3);
-        // Largest first: the eth0 storm with the preemptions.
+        // Largest first: the eth0 storm with the wait and the preemptions, most unusual first
+        // (200 times the usual wait, 100 times the usual eth0 count).
         let s0 = &e.spikes[0];
         assert_eq!((s0.at_ns, s0.interval_start_ns), (750_000_000, 700_000_000));
         let kinds: Vec<(&str, &str, u64, u64)> = s0
@@ -312,6 +329,12 @@ mod tests {
         assert_eq!(
             kinds,
             [
+                (
+                    "wait_ns",
+                    "the measuring thread waited runnable for its CPU",
+                    2_000_000,
+                    10_000
+                ),
                 ("irq", "30 (eth0)", 300, 3),
                 (
                     "preemption",

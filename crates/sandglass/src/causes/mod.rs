@@ -9,3 +9,191 @@ pub mod explain;
 pub mod procfs;
 pub mod sampler;
 pub mod trains;
+
+/// Snapshots per second taken by the sampler unless told otherwise.
+pub const DEFAULT_SAMPLE_HZ: u32 = 10;
+
+/// [`DEFAULT_SAMPLE_HZ`], for serde defaults.
+pub fn default_sample_hz() -> u32 {
+    DEFAULT_SAMPLE_HZ
+}
+
+use explain::{explain, Explanation, SpikeAt};
+use sampler::Record;
+use serde::{Deserialize, Serialize};
+use trains::{find_trains, Spike, Train, TrainConfig};
+
+/// A periodic train on one CPU.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CpuTrain {
+    pub cpu: usize,
+    #[serde(flatten)]
+    pub train: Train,
+}
+
+/// What a run says about its own spikes: the sampler's explanation and the periodic trains.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Causes {
+    /// Snapshots per second (0 when the sampler did not run).
+    pub sample_hz: u32,
+    /// Delays at least this long are spikes.
+    pub spike_threshold_ns: u64,
+    /// Spikes found, all CPUs.
+    pub spikes: u64,
+    /// The sampler's explanation of the largest spikes, when it ran.
+    pub explanation: Option<Explanation>,
+    /// Periodic trains of spikes.
+    pub trains: Vec<CpuTrain>,
+}
+
+/// The most spikes explained one by one.
+pub const MAX_EXPLAINED: usize = 20;
+
+/// Merges a CPU's late samples `(time_ns, delay_ns)` (in time order) into spikes: a sample that
+/// starts while the previous spike is still under way (a stall that delayed several releases)
+/// belongs to it, and the spike keeps the largest delay. Only delays of at least `threshold_ns`
+/// count.
+pub fn spikes_of(samples: impl Iterator<Item = (i64, i64)>, threshold_ns: u64) -> Vec<Spike> {
+    let mut out: Vec<Spike> = Vec::new();
+    let mut busy_until = i64::MIN;
+    for (at, delay) in samples {
+        if delay < threshold_ns as i64 || at < 0 {
+            continue;
+        }
+        match out.last_mut() {
+            Some(last) if at < busy_until => {
+                last.size_ns = last.size_ns.max(delay as u64);
+                busy_until = busy_until.max(at + delay);
+            }
+            _ => {
+                out.push(Spike {
+                    at_ns: at as u64,
+                    size_ns: delay as u64,
+                });
+                busy_until = at + delay;
+            }
+        }
+    }
+    out
+}
+
+/// The causes of a run whose spikes per CPU are `spikes` (times from the run's time zero, as
+/// the sampler's); `thread_of` maps a CPU to the index of its measuring thread.
+pub fn analyze(
+    record: Option<&Record>,
+    sample_hz: u32,
+    threshold_ns: u64,
+    spikes: &[(usize, Vec<Spike>)],
+    thread_of: &dyn Fn(usize) -> Option<usize>,
+) -> Causes {
+    let all: Vec<SpikeAt> = spikes
+        .iter()
+        .flat_map(|(cpu, v)| {
+            v.iter().map(move |s| SpikeAt {
+                cpu: *cpu,
+                at_ns: s.at_ns,
+                size_ns: s.size_ns,
+            })
+        })
+        .collect();
+    let trains = spikes
+        .iter()
+        .flat_map(|(cpu, v)| {
+            find_trains(v, &TrainConfig::default())
+                .into_iter()
+                .map(move |train| CpuTrain { cpu: *cpu, train })
+        })
+        .collect();
+    Causes {
+        sample_hz: if record.is_some() { sample_hz } else { 0 },
+        spike_threshold_ns: threshold_ns,
+        spikes: all.len() as u64,
+        explanation: record.map(|r| explain(r, &all, MAX_EXPLAINED, thread_of)),
+        trains,
+    }
+}
+
+/// Writes `sampler.csv` into a run directory.
+pub fn write_sampler(
+    dir: &crate::store::RunDir,
+    r: &Record,
+) -> Result<crate::store::FileEntry, crate::store::StoreError> {
+    dir.write_file(
+        "sampler.csv",
+        sampler_csv(r).as_bytes(),
+        "sandglass-sampler-csv/1",
+        "per sampler interval (ns from the run's start) and measured CPU: interrupt and softirq counts, steal ticks; per measuring thread: context switches",
+    )
+}
+
+/// The sampler's intervals as CSV rows (`interval_start_ns,interval_end_ns,cpu,kind,name,count`),
+/// non-zero counts only, for the run directory.
+pub fn sampler_csv(r: &Record) -> String {
+    use std::fmt::Write;
+    let mut out = String::from("interval_start_ns,interval_end_ns,cpu,kind,name,count\n");
+    let quote = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
+    for i in sampler::intervals(r) {
+        for (c, cpu) in r.spec.cpus.iter().enumerate() {
+            let mut row = |kind: &str, name: &str, n: u64| {
+                if n > 0 {
+                    let _ = writeln!(
+                        out,
+                        "{},{},{cpu},{kind},{},{n}",
+                        i.start_ns,
+                        i.end_ns,
+                        quote(name)
+                    );
+                }
+            };
+            for (s, name) in r.irq_names.iter().enumerate() {
+                row("irq", name, i.irq[s][c]);
+            }
+            for (s, name) in r.softirq_names.iter().enumerate() {
+                row("softirq", name, i.softirq[s][c]);
+            }
+            row("steal_ticks", "hypervisor", i.steal[c]);
+        }
+        for (t, tid) in r.spec.tids.iter().enumerate() {
+            let (vol, inv) = i.ctxt[t];
+            for (kind, n) in [("voluntary_switches", vol), ("involuntary_switches", inv)] {
+                if n > 0 {
+                    let _ = writeln!(out, "{},{},,{kind},\"tid {tid}\",{n}", i.start_ns, i.end_ns);
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stall_that_delays_several_releases_is_one_spike() {
+        // 1 ms releases; a 2.5 ms stall from 10 ms makes releases at 10, 11 and 12 ms late by
+        // 2.5, 1.5 and 0.5 ms; a separate 300 µs delay at 50 ms.
+        let samples = [
+            (9_000_000, 20_000),
+            (10_000_000, 2_500_000),
+            (11_000_000, 1_500_000),
+            (12_000_000, 500_000),
+            (13_000_000, 20_000),
+            (50_000_000, 300_000),
+        ];
+        let s = spikes_of(samples.into_iter(), 100_000);
+        assert_eq!(
+            s,
+            [
+                Spike {
+                    at_ns: 10_000_000,
+                    size_ns: 2_500_000
+                },
+                Spike {
+                    at_ns: 50_000_000,
+                    size_ns: 300_000
+                }
+            ]
+        );
+    }
+}

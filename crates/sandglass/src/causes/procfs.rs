@@ -142,6 +142,12 @@ pub fn parse_ctxt(text: &str) -> Option<(u64, u64)> {
     ))
 }
 
+/// The time a thread has waited on a run queue (runnable, not running), in ns: the second
+/// field of `/proc/PID/task/TID/schedstat`.
+pub fn parse_schedstat_wait(text: &str) -> Option<u64> {
+    text.split_whitespace().nth(1)?.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -228,6 +234,12 @@ ctxt 123
             "Name:\tsandglass\nvoluntary_ctxt_switches:\t17\nnonvoluntary_ctxt_switches:\t4\n";
         assert_eq!(parse_ctxt(text), Some((17, 4)));
         assert_eq!(parse_ctxt("Name:\tx\n"), None);
+    }
+
+    #[test]
+    fn schedstat_wait() {
+        assert_eq!(parse_schedstat_wait("123456 7890 42\n"), Some(7890));
+        assert_eq!(parse_schedstat_wait(""), None);
     }
 
     #[test]

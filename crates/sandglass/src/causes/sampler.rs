@@ -30,6 +30,8 @@ pub struct Snapshot {
     pub stat: Vec<CpuStat>,
     /// `(voluntary, involuntary)` context switches of `tids[j]`; zeros once a thread is gone.
     pub ctxt: Vec<(u64, u64)>,
+    /// Time `tids[j]` has waited runnable on a run queue, in ns (0 where unknown).
+    pub wait_ns: Vec<u64>,
 }
 
 /// Everything a run's sampler recorded.
@@ -74,6 +76,7 @@ pub trait Source {
     fn softirqs(&mut self) -> String;
     fn stat(&mut self) -> String;
     fn status(&mut self, tid: i32) -> String;
+    fn schedstat(&mut self, tid: i32) -> String;
 }
 
 /// The running system.
@@ -91,6 +94,9 @@ impl Source for Proc {
     }
     fn status(&mut self, tid: i32) -> String {
         std::fs::read_to_string(format!("/proc/self/task/{tid}/status")).unwrap_or_default()
+    }
+    fn schedstat(&mut self, tid: i32) -> String {
+        std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).unwrap_or_default()
     }
 }
 
@@ -143,12 +149,17 @@ impl<S: Source> Sampler<S> {
             .iter()
             .map(|&t| procfs::parse_ctxt(&self.source.status(t)).unwrap_or((0, 0)))
             .collect();
+        let wait_ns = tids
+            .iter()
+            .map(|&t| procfs::parse_schedstat_wait(&self.source.schedstat(t)).unwrap_or(0))
+            .collect();
         let snap = Snapshot {
             at_ns,
             irq: pick(&self.record.irq_names, &spec.cpus, &icpus, &irqs),
             softirq: pick(&self.record.softirq_names, &spec.cpus, &scpus, &softirqs),
             stat,
             ctxt,
+            wait_ns,
         };
         self.record.snapshots.push(snap);
         true
@@ -172,6 +183,8 @@ pub struct Interval {
     pub steal: Vec<u64>,
     /// Per thread: (voluntary, involuntary) switches.
     pub ctxt: Vec<(u64, u64)>,
+    /// Per thread: time waited runnable on a run queue, in ns.
+    pub wait_ns: Vec<u64>,
 }
 
 /// The intervals between consecutive snapshots (counters that went backwards count zero).
@@ -204,6 +217,12 @@ pub fn intervals(r: &Record) -> Vec<Interval> {
                     .zip(&b.ctxt)
                     .map(|(p, q)| (d(p.0, q.0), d(p.1, q.1)))
                     .collect(),
+                wait_ns: a
+                    .wait_ns
+                    .iter()
+                    .zip(&b.wait_ns)
+                    .map(|(&p, &q)| d(p, q))
+                    .collect(),
             }
         })
         .collect()
@@ -219,7 +238,8 @@ pub(crate) mod tests {
         pub softirqs: Vec<String>,
         pub stat: Vec<String>,
         pub status: Vec<String>,
-        pub calls: [usize; 4],
+        pub schedstat: Vec<String>,
+        pub calls: [usize; 5],
     }
 
     fn nth(v: &[String], i: &mut usize) -> String {
@@ -240,6 +260,9 @@ pub(crate) mod tests {
         }
         fn status(&mut self, _tid: i32) -> String {
             nth(&self.status, &mut self.calls[3])
+        }
+        fn schedstat(&mut self, _tid: i32) -> String {
+            nth(&self.schedstat, &mut self.calls[4])
         }
     }
 
@@ -267,7 +290,8 @@ pub(crate) mod tests {
                 "voluntary_ctxt_switches: 10\nnonvoluntary_ctxt_switches: 1\n".into(),
                 "voluntary_ctxt_switches: 260\nnonvoluntary_ctxt_switches: 4\n".into(),
             ],
-            calls: [0; 4],
+            schedstat: vec!["5 1000 2\n".into(), "9 2001000 3\n".into()],
+            calls: [0; 5],
         };
         let spec = SamplerSpec {
             cpus: vec![1],
@@ -289,6 +313,7 @@ pub(crate) mod tests {
         assert_eq!(iv[0].softirq, vec![vec![0]]);
         assert_eq!(iv[0].steal, vec![3]);
         assert_eq!(iv[0].ctxt, vec![(250, 3)]);
+        assert_eq!(iv[0].wait_ns, vec![2_000_000]);
     }
 
     #[test]

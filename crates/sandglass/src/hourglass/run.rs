@@ -21,6 +21,8 @@ pub fn run(
         gap_stats: true,
         memmove_bytes: 0,
         loads: &spec.loads,
+        // The sampler's explanation is built for timer and noise runs so far.
+        sample_hz: 0,
     };
     let mut m = runner::measure(&job, ctx, obs)?;
     let reports = std::mem::take(&mut m.reports);

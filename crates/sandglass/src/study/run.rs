@@ -698,6 +698,7 @@ fn run_cell(
                 output_dir: Some(cell_dir.to_path_buf()),
                 counter: Default::default(),
                 loads,
+                sample_hz: crate::causes::DEFAULT_SAMPLE_HZ,
             };
             let r = timer::run(&config, ctx, obs)?;
             let mut metrics = metrics::timer(&r, usage_pattern(study));
@@ -729,6 +730,7 @@ fn run_cell(
                 output_dir: Some(cell_dir.to_path_buf()),
                 counter: Default::default(),
                 loads,
+                sample_hz: crate::causes::DEFAULT_SAMPLE_HZ,
             };
             let r = noise::run(&config, ctx, obs)?;
             let mut metrics = metrics::noise(&r);

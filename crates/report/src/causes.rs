@@ -1,0 +1,108 @@
+//! The explanation section of timer and noise reports: what was unusual around the largest
+//! delays, periodic trains, and the busiest interrupt sources per CPU.
+
+use crate::text::count;
+use sandglass::causes::Causes;
+use sandglass::Nanos;
+use std::io::{self, Write};
+
+/// Spikes shown one by one in text (JSON has up to [`sandglass::causes::MAX_EXPLAINED`]).
+const SHOWN: usize = 5;
+/// Sources shown per CPU in the totals.
+const SOURCES: usize = 4;
+
+fn seconds(ns: u64) -> String {
+    format!("{:.3} s", ns as f64 / 1e9)
+}
+
+/// Writes the section; nothing when there were no spikes and no sampler.
+pub fn write(w: &mut dyn Write, c: &Causes) -> io::Result<()> {
+    let sampled = if c.sample_hz > 0 {
+        format!("/proc sampled {} times a second", c.sample_hz)
+    } else {
+        "no sampler".to_string()
+    };
+    writeln!(
+        w,
+        "why: {} delay(s) of {} or more ({sampled})",
+        count(c.spikes),
+        Nanos(c.spike_threshold_ns)
+    )?;
+    if let Some(e) = &c.explanation {
+        for s in e.spikes.iter().take(SHOWN) {
+            let unusual = if s.abnormal.is_empty() {
+                "nothing unusual in the sampled counters".to_string()
+            } else {
+                let parts: Vec<String> = s
+                    .abnormal
+                    .iter()
+                    .map(|a| {
+                        if a.kind == "wait_ns" {
+                            format!(
+                                "{} {} (usually {})",
+                                a.name,
+                                Nanos(a.count),
+                                Nanos(a.median)
+                            )
+                        } else {
+                            format!(
+                                "{} {} {} (usually {})",
+                                a.kind,
+                                a.name,
+                                count(a.count),
+                                count(a.median)
+                            )
+                        }
+                    })
+                    .collect();
+                format!("unusual then: {}", parts.join("; "))
+            };
+            writeln!(
+                w,
+                "  CPU {} at {}: {}; {unusual}",
+                s.cpu,
+                seconds(s.at_ns),
+                Nanos(s.size_ns)
+            )?;
+        }
+        if e.spikes.len() > SHOWN {
+            writeln!(
+                w,
+                "  ... {} more explained in the JSON output",
+                e.spikes.len() - SHOWN
+            )?;
+        }
+        for t in &e.totals {
+            let top: Vec<String> = t
+                .sources
+                .iter()
+                .take(SOURCES)
+                .map(|s| format!("{} {}", s.name, count(s.count)))
+                .collect();
+            writeln!(
+                w,
+                "  CPU {} over {} intervals: {}; steal {} ticks",
+                t.cpu,
+                e.intervals,
+                if top.is_empty() {
+                    "no interrupts".to_string()
+                } else {
+                    top.join(", ")
+                },
+                t.steal_ticks
+            )?;
+        }
+    }
+    for t in &c.trains {
+        writeln!(
+            w,
+            "  periodic: CPU {}: {} delays of about {} recur every {} (first at {})",
+            t.cpu,
+            t.train.count,
+            Nanos(t.train.typical_ns),
+            Nanos(t.train.period_ns),
+            seconds(t.train.first_ns)
+        )?;
+    }
+    Ok(())
+}
