@@ -386,6 +386,13 @@ pub fn write_summary(w: &mut dyn Write, r: &HourglassResult) -> io::Result<()> {
             writeln!(w, "#   {line}")?;
         }
     }
+    if let Some(c) = &r.causes {
+        let mut text = Vec::new();
+        crate::causes::write(&mut text, c)?;
+        for line in String::from_utf8_lossy(&text).lines() {
+            writeln!(w, "# {line}")?;
+        }
+    }
     for warn in &r.warnings {
         writeln!(w, "# warning: {}", warn.message)?;
     }

@@ -137,6 +137,9 @@ pub struct HourglassResult {
     /// What each load achieved during the measurement.
     #[serde(default)]
     pub loads: Vec<crate::load::LoadReport>,
+    /// The explanation of the longest preemptions by the sampler, and their periodic trains.
+    #[serde(default)]
+    pub causes: Option<crate::causes::Causes>,
     #[serde(skip)]
     pub rows: Vec<TraceRow>,
     #[serde(skip)]
@@ -348,6 +351,7 @@ pub fn build(raw: RawRun<'_>) -> HourglassResult {
         pm_qos_us: raw.pm_qos_us,
         memory_locked: raw.memory_locked,
         loads: raw.loads,
+        causes: None,
         warnings,
         rows,
         loop_histogram: raw.loop_histogram,

@@ -21,13 +21,12 @@ pub fn run(
         gap_stats: true,
         memmove_bytes: 0,
         loads: &spec.loads,
-        // The sampler's explanation is built for timer and noise runs so far.
-        sample_hz: 0,
+        sample_hz: crate::causes::DEFAULT_SAMPLE_HZ,
     };
     let mut m = runner::measure(&job, ctx, obs)?;
     let reports = std::mem::take(&mut m.reports);
     let records = std::mem::take(&mut m.records);
-    let result = result::build(RawRun {
+    let mut result = result::build(RawRun {
         spec,
         placement: &m.placement,
         counter: m.counter.clone(),
@@ -47,12 +46,65 @@ pub fn run(
         memory_locked: m.memory_locked,
         loads: std::mem::take(&mut m.loads),
     });
+    result.causes = Some(causes(&result, &m));
     write_run(&m, &result).map_err(|e| {
         RunError::Failed(format!(
             "the run finished but its results could not be saved: {e}"
         ))
     })?;
     Ok(result)
+}
+
+/// Preemptions of at least this long are spikes for the explanation.
+pub const SPIKE_NS: u64 = 100_000;
+
+/// The explanation of the run's gaps: every interval that ended because the thread lost its
+/// CPU (not because it yielded or blocked) and whose gap to the thread's next interval is at
+/// least [`SPIKE_NS`] is a spike on the CPU the interval ran on.
+fn causes(result: &HourglassResult, m: &Measured) -> crate::causes::Causes {
+    use crate::causes::trains::Spike;
+    use crate::engine::trace::EndReason;
+    let mut per_cpu: Vec<(usize, Vec<Spike>)> = Vec::new();
+    for t in 0..result.threads.len() {
+        let rows: Vec<_> = result
+            .rows
+            .iter()
+            .filter(|r| usize::from(r.interval.thread) == t)
+            .map(|r| r.interval)
+            .collect();
+        for w in rows.windows(2) {
+            let gap = w[1].start_ns.saturating_sub(w[0].end_ns);
+            if w[0].reason != EndReason::Preempted || gap < SPIKE_NS {
+                continue;
+            }
+            let cpu = w[0].cpu as usize;
+            let spike = Spike {
+                at_ns: w[0].end_ns,
+                size_ns: gap,
+            };
+            match per_cpu.iter_mut().find(|(c, _)| *c == cpu) {
+                Some((_, v)) => v.push(spike),
+                None => per_cpu.push((cpu, vec![spike])),
+            }
+        }
+    }
+    for (_, v) in &mut per_cpu {
+        v.sort_by_key(|s| s.at_ns);
+    }
+    // The first thread pinned to a CPU stands for it (threads that share a CPU share its counts).
+    let thread_of = |cpu: usize| {
+        m.placement
+            .threads
+            .iter()
+            .position(|c| c.as_ref().is_some_and(|c| c.iter().any(|x| x == cpu)))
+    };
+    crate::causes::analyze(
+        m.sampler.as_ref(),
+        crate::causes::DEFAULT_SAMPLE_HZ,
+        SPIKE_NS,
+        &per_cpu,
+        &thread_of,
+    )
 }
 
 fn write_run(m: &Measured, result: &HourglassResult) -> Result<(), store::StoreError> {
@@ -65,6 +117,9 @@ fn write_run(m: &Measured, result: &HourglassResult) -> Result<(), store::StoreE
         "sandglass-trace-csv/1",
         "one row per interval of continuous CPU time: thread, cpu, start_ns, end_ns (from the start of the run), raw counter values, end_reason",
     )?);
+    if let Some(rec) = &m.sampler {
+        files.push(crate::causes::write_sampler(dir, rec)?);
+    }
     if let Some(lat) = result.latency_csv() {
         files.push(dir.write_file(
             "latency.csv",
