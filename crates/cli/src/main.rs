@@ -6,6 +6,7 @@ mod analyze;
 mod bench;
 mod calibrate;
 mod common;
+mod compare;
 mod hourglass;
 mod load;
 mod noise;
@@ -60,6 +61,9 @@ enum Command {
     /// The main job, the same as `sandglass study quick`: timer latency and OS noise on every
     /// CPU, idle and under cpu+disk load, in about a minute
     Quick(study::QuickArgs),
+    /// Key figures of timer or noise runs side by side, regressions flagged, and gates for CI
+    /// (exit 0 pass, 2 a gate crossed, 1 an error)
+    Compare(compare::CompareArgs),
     /// Measure the cycle counter and the polling loop's iteration times on one CPU
     Calibrate(calibrate::CalibrateArgs),
     /// Print the system snapshot that every run records
@@ -99,7 +103,9 @@ fn parse() -> Result<Cli, ExitCode> {
                     .map(|t| format!("; {t}"))
                     .unwrap_or_default();
                 eprintln!("sandglass: error: {first}{tip} (see 'sandglass --help')");
-                Err(ExitCode::from(2))
+                // compare keeps 2 for a crossed gate, as rtla does: any error there is 1.
+                let compare = std::env::args().nth(1).as_deref() == Some("compare");
+                Err(ExitCode::from(if compare { 1 } else { 2 }))
             }
         },
     }
@@ -119,6 +125,7 @@ fn main() -> ExitCode {
         Command::Bench(a) => bench::bench(a),
         Command::Load(a) => load::load(a),
         Command::Noise(a) => noise::noise(a),
+        Command::Compare(a) => compare::compare(a),
         Command::Calibrate(a) => calibrate::calibrate(a),
         Command::Sysinfo { json } => sysinfo::sysinfo(*json),
     };

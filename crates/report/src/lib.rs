@@ -7,6 +7,7 @@
 
 pub mod analysis;
 pub mod causes;
+pub mod compare;
 pub mod hourglass;
 pub mod load;
 pub mod microbench;

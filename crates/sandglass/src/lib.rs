@@ -11,6 +11,7 @@
 pub mod analysis;
 pub mod causes;
 pub mod clock;
+pub mod compare;
 pub mod cpulist;
 pub mod duration;
 pub mod engine;

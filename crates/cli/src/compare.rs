@@ -1,0 +1,115 @@
+//! `sandglass compare`: key figures of runs side by side, regressions flagged, and gates for CI.
+//! Exit codes are rtla's: 0 pass, 2 a gate crossed, 1 an error (bad arguments included).
+
+use crate::common::{print_json, Failure};
+use clap::Args;
+use sandglass::compare::{self, Options};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+/// Options of `sandglass compare`.
+#[derive(Args)]
+pub struct CompareArgs {
+    /// Timer or noise runs: directories, or run ids (or unique prefixes) in the runs directory;
+    /// the first is the baseline
+    #[arg(required = true, num_args = 1..)]
+    pub runs: Vec<String>,
+    /// Fail (exit 2) when a figure of a compared run exceeds its limit, such as
+    /// p99.99=100us,max=1ms,missed=0 (with one run, the run itself is checked)
+    #[arg(long, value_name = "FIGURE=VALUE,...")]
+    pub fail_above: Option<String>,
+    /// Fail (exit 2) when a flagged regression is worse than the baseline by more than this,
+    /// such as 10%
+    #[arg(long, value_name = "PERCENT")]
+    pub fail_regression: Option<String>,
+    /// A worse figure is a regression beyond this change, where the distributions differ
+    #[arg(long, value_name = "PERCENT", default_value = "5%")]
+    pub tolerance: String,
+    /// Significance level of the Mann-Whitney test
+    #[arg(long, default_value_t = 0.01)]
+    pub alpha: f64,
+    /// Print one JSON object instead of the table
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Every problem of compare is exit code 1: 2 means a gate was crossed.
+fn error(message: impl Into<String>) -> Failure {
+    Failure::runtime(message)
+}
+
+/// A directory as given, or the run of that id (or unique prefix) in the runs directory.
+fn resolve(arg: &str) -> Result<PathBuf, Failure> {
+    let p = Path::new(arg);
+    if p.is_dir() {
+        return Ok(p.to_path_buf());
+    }
+    let base = sandglass::store::default_base();
+    let mut found: Vec<PathBuf> = std::fs::read_dir(&base)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter(|e| e.file_name().to_string_lossy().starts_with(arg))
+                .map(|e| e.path())
+                .filter(|p| p.is_dir())
+                .collect()
+        })
+        .unwrap_or_default();
+    match found.len() {
+        1 => Ok(found.remove(0)),
+        0 => Err(error(format!(
+            "{arg}: no such run directory, and no run of that id in {}",
+            base.display()
+        ))),
+        n => Err(error(format!(
+            "{arg}: {n} runs in {} start with it; give more of the id",
+            base.display()
+        ))),
+    }
+}
+
+pub fn compare(a: &CompareArgs) -> Result<u8, Failure> {
+    if a.runs.len() < 2 && a.fail_above.is_none() {
+        return Err(error(
+            "compare needs two runs or more (the first is the baseline), or one run with --fail-above",
+        ));
+    }
+    if !(a.alpha > 0.0 && a.alpha < 1.0) {
+        return Err(error(format!(
+            "--alpha {}: must be between 0 and 1, such as 0.01",
+            a.alpha
+        )));
+    }
+    let options = Options {
+        alpha: a.alpha,
+        tolerance: compare::parse_share(&a.tolerance)
+            .map_err(|e| error(format!("--tolerance: {e}")))?,
+        fail_above: a
+            .fail_above
+            .as_deref()
+            .map(compare::parse_gates)
+            .transpose()
+            .map_err(|e| error(format!("--fail-above: {e}")))?
+            .unwrap_or_default(),
+        fail_regression: a
+            .fail_regression
+            .as_deref()
+            .map(compare::parse_share)
+            .transpose()
+            .map_err(|e| error(format!("--fail-regression: {e}")))?,
+    };
+    let mut runs = Vec::with_capacity(a.runs.len());
+    for r in &a.runs {
+        let path = resolve(r)?;
+        runs.push(compare::load(&path).map_err(|e| error(e.to_string()))?);
+    }
+    let report = compare::compare(&runs, &options).map_err(|e| error(e.to_string()))?;
+    if a.json {
+        print_json(&report)?;
+    } else {
+        let mut out = io::stdout().lock();
+        sandglass_report::compare::write(&mut out, &report)
+            .and_then(|_| out.flush())
+            .map_err(|e| error(format!("writing the output: {e}")))?;
+    }
+    Ok(report.exit_code)
+}

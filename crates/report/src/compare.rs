@@ -1,0 +1,126 @@
+//! `sandglass compare`: figures as rows, runs as columns, changes against the first run.
+
+use sandglass::compare::Report;
+use sandglass::Nanos;
+use std::io::{self, Write};
+
+fn value(figure: &str, v: f64) -> String {
+    if figure == "missed" || figure == "count" {
+        crate::text::count(v as u64)
+    } else if v < 0.0 {
+        format!("-{}", Nanos((-v) as u64))
+    } else {
+        Nanos(v as u64).to_string()
+    }
+}
+
+/// Writes the comparison table, the tests and the verdict.
+pub fn write(w: &mut dyn Write, r: &Report) -> io::Result<()> {
+    writeln!(
+        w,
+        "sandglass compare: {} {} run(s); the first is the baseline",
+        r.figures.len(),
+        r.kind
+    )?;
+    for (i, f) in r.figures.iter().enumerate() {
+        writeln!(
+            w,
+            "  {}: {} ({} samples)",
+            (b'A' + (i % 26) as u8) as char,
+            f.path,
+            crate::text::count(f.samples as u64)
+        )?;
+    }
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    let mut head = vec!["figure".to_string()];
+    for i in 0..r.figures.len() {
+        head.push(((b'A' + (i % 26) as u8) as char).to_string());
+    }
+    rows.push(head);
+    if let Some(base) = r.figures.first() {
+        for (k, (name, b)) in base.values.iter().enumerate() {
+            let mut row = vec![name.clone(), value(name, *b)];
+            for c in &r.comparisons {
+                let ch = &c.changes[k];
+                let rel = ch
+                    .relative
+                    .map(|x| format!("{:+.1}%", x * 100.0))
+                    .unwrap_or_else(|| "new".into());
+                let mark = if ch.regression { " !" } else { "" };
+                row.push(format!("{} ({rel}){mark}", value(name, ch.value)));
+            }
+            rows.push(row);
+        }
+    }
+    let widths: Vec<usize> = (0..rows[0].len())
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
+    for row in &rows {
+        let cells: Vec<String> = row
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                if i == 0 {
+                    format!("{c:<w$}", w = widths[i])
+                } else {
+                    format!("{c:>w$}", w = widths[i])
+                }
+            })
+            .collect();
+        writeln!(w, "  {}", cells.join("  "))?;
+    }
+    for (i, c) in r.comparisons.iter().enumerate() {
+        let letter = (b'A' + ((i + 1) % 26) as u8) as char;
+        let p = c
+            .p_value
+            .map(|p| format!("{p:.3e}"))
+            .unwrap_or_else(|| "-".into());
+        let ci = |x: Option<(f64, f64)>| {
+            x.map(|(a, b)| format!("{}..{}", Nanos(a as u64), Nanos(b as u64)))
+                .unwrap_or_else(|| "-".into())
+        };
+        writeln!(
+            w,
+            "  {letter} against A: Mann-Whitney p = {p}; p99 95% interval {} against {}; {}",
+            ci(c.p99_ci),
+            ci(c.p99_ci_baseline),
+            if c.differs {
+                "the distributions differ"
+            } else {
+                "no significant difference"
+            }
+        )?;
+    }
+    writeln!(
+        w,
+        "  ! marks a regression: worse by more than {:.0}% where the distributions differ (p < {})",
+        r.tolerance * 100.0,
+        r.alpha
+    )?;
+    if r.crossed.is_empty() {
+        writeln!(w, "verdict: pass")?;
+    } else {
+        for x in &r.crossed {
+            if x.gate == "above" {
+                writeln!(
+                    w,
+                    "verdict: threshold crossed: {} = {} > {} in run {}",
+                    x.figure,
+                    value(&x.figure, x.value),
+                    value(&x.figure, x.limit),
+                    x.run
+                )?;
+            } else {
+                writeln!(
+                    w,
+                    "verdict: regression: {} worse by {:+.1}% (limit {:.1}%) in run {}",
+                    x.figure,
+                    x.value * 100.0,
+                    x.limit * 100.0,
+                    x.run
+                )?;
+            }
+        }
+    }
+    Ok(())
+}

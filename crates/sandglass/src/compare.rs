@@ -1,0 +1,524 @@
+//! Comparing runs: key figures side by side, relative change, a test of whether the
+//! distributions differ, and the gates a CI job acts on.
+//!
+//! The first run is the baseline. For a timer run the distribution is every release's corrected
+//! lateness, all CPUs together (`samples.csv`); for a noise run, every interruption's duration
+//! (`interruptions.csv`). Figures: nearest-rank percentiles of those samples, their maximum, and
+//! the kind's counts. Every figure is one where larger is worse.
+//!
+//! **Regression.** A candidate's figure is a regression when it is worse than the baseline's by
+//! more than the tolerance (default 5%) *and* the distributions differ: the two-sided
+//! Mann–Whitney test gives p < alpha (default 0.01) — or, for p99 and above, the bootstrap 95%
+//! intervals of p99 do not overlap. Counts (missed releases) are compared by their change
+//! alone. Samples beyond 20,000 per run are thinned deterministically (every k-th, in time
+//! order) for the test and the interval; the figures use every sample.
+//!
+//! **Gates.** `fail_above` thresholds apply to every candidate (or to the only run when one is
+//! given); `fail_regression` fails when a flagged regression exceeds the given share. Exit
+//! codes (the command's): 0 pass, 2 a gate crossed, 1 an error.
+
+use crate::analysis::significance::{bootstrap_percentile_ci, mann_whitney};
+use crate::store::{ReadError, RunReader};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use thiserror::Error;
+
+/// Most samples per run in the test and the bootstrap.
+pub const TEST_SAMPLES: usize = 20_000;
+
+/// Why runs cannot be compared.
+#[derive(Debug, Error)]
+pub enum CompareError {
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    #[error("{run}: a {kind} run; compare reads timer and noise runs")]
+    Kind { run: PathBuf, kind: String },
+    #[error("{a} is a {ka} run and {b} a {kb} run: compare runs of one kind")]
+    Mixed {
+        a: PathBuf,
+        ka: String,
+        b: PathBuf,
+        kb: String,
+    },
+    #[error("{path}: line {line}: {what}")]
+    Data {
+        path: PathBuf,
+        line: usize,
+        what: String,
+    },
+    #[error("{run}: no samples to compare")]
+    Empty { run: PathBuf },
+}
+
+/// One run's data.
+#[derive(Clone, Debug)]
+pub struct RunData {
+    pub path: PathBuf,
+    pub id: String,
+    pub kind: String,
+    /// Lateness (timer) or interruption durations (noise), in ns, in time order.
+    pub samples: Vec<i64>,
+    /// Missed releases (timer).
+    pub missed: u64,
+}
+
+/// Reads a timer or noise run, verifying every file it uses.
+pub fn load(path: &Path) -> Result<RunData, CompareError> {
+    let r = RunReader::open(path)?;
+    let kind = r.manifest.kind.clone();
+    let (file, column) = match kind.as_str() {
+        "timer" => ("samples.csv", 3),
+        "noise" => ("interruptions.csv", 2),
+        _ => {
+            return Err(CompareError::Kind {
+                run: path.to_path_buf(),
+                kind,
+            })
+        }
+    };
+    let text = r.read_text(file)?;
+    let mut samples = Vec::new();
+    let mut missed = 0u64;
+    for (i, line) in text.lines().enumerate().skip(1) {
+        let cols: Vec<&str> = line.split(',').collect();
+        let bad = |what: &str| CompareError::Data {
+            path: path.join(file),
+            line: i + 1,
+            what: what.to_string(),
+        };
+        let v: i64 = cols
+            .get(column)
+            .and_then(|c| c.trim().parse().ok())
+            .ok_or_else(|| bad("not a number where a time in ns belongs"))?;
+        if kind == "timer" && cols.get(4).map(|c| c.trim()) == Some("1") {
+            missed += 1;
+        }
+        samples.push(v);
+    }
+    if samples.is_empty() {
+        return Err(CompareError::Empty {
+            run: path.to_path_buf(),
+        });
+    }
+    Ok(RunData {
+        path: path.to_path_buf(),
+        id: r.manifest.id.clone(),
+        kind,
+        samples,
+        missed,
+    })
+}
+
+/// The figures compared, in order: name and nearest-rank quantile (`None`: the maximum).
+pub const PERCENTILES: [(&str, f64); 6] = [
+    ("p50", 0.50),
+    ("p90", 0.90),
+    ("p99", 0.99),
+    ("p99.9", 0.999),
+    ("p99.99", 0.9999),
+    ("max", 1.0),
+];
+
+/// A run's figures.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Figures {
+    pub run: String,
+    pub path: String,
+    pub samples: usize,
+    /// `(name, value)`: times in ns, counts as they are.
+    pub values: Vec<(String, f64)>,
+}
+
+fn figures(d: &RunData) -> Figures {
+    let mut s = d.samples.clone();
+    s.sort_unstable();
+    let mut values: Vec<(String, f64)> = PERCENTILES
+        .iter()
+        .map(|&(name, q)| {
+            let v = crate::stats::quantile_sorted(&s, q).unwrap_or(0);
+            (name.to_string(), v as f64)
+        })
+        .collect();
+    if d.kind == "timer" {
+        values.push(("missed".into(), d.missed as f64));
+    } else {
+        values.push(("count".into(), s.len() as f64));
+    }
+    Figures {
+        run: d.id.clone(),
+        path: d.path.display().to_string(),
+        samples: s.len(),
+        values,
+    }
+}
+
+/// Every k-th sample, so that at most [`TEST_SAMPLES`] remain.
+fn thinned(v: &[i64]) -> Vec<f64> {
+    let k = v.len().div_ceil(TEST_SAMPLES).max(1);
+    v.iter().step_by(k).map(|&x| x as f64).collect()
+}
+
+/// One figure of one candidate against the baseline.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Change {
+    pub figure: String,
+    pub baseline: f64,
+    pub value: f64,
+    /// (value − baseline) / baseline; `None` when the baseline is 0.
+    pub relative: Option<f64>,
+    pub regression: bool,
+}
+
+/// A candidate run against the baseline.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Comparison {
+    pub run: String,
+    pub changes: Vec<Change>,
+    /// Two-sided Mann–Whitney p value of the (thinned) samples.
+    pub p_value: Option<f64>,
+    /// Bootstrap 95% intervals of p99: baseline's and this run's.
+    pub p99_ci_baseline: Option<(f64, f64)>,
+    pub p99_ci: Option<(f64, f64)>,
+    /// The distributions differ (p < alpha, or the p99 intervals do not overlap).
+    pub differs: bool,
+}
+
+/// A gate: `figure` must not exceed `limit`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Gate {
+    pub figure: String,
+    pub limit: f64,
+}
+
+/// How to compare.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Options {
+    pub alpha: f64,
+    /// A worse figure counts as a regression beyond this share (0.05: 5%).
+    pub tolerance: f64,
+    pub fail_above: Vec<Gate>,
+    /// Fail when a regression exceeds this share.
+    pub fail_regression: Option<f64>,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            alpha: 0.01,
+            tolerance: 0.05,
+            fail_above: Vec::new(),
+            fail_regression: None,
+        }
+    }
+}
+
+/// A crossed gate.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Crossed {
+    pub run: String,
+    pub figure: String,
+    pub value: f64,
+    pub limit: f64,
+    /// `above` (a `fail_above` threshold) or `regression`.
+    pub gate: String,
+}
+
+/// The whole comparison.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Report {
+    pub kind: String,
+    pub figures: Vec<Figures>,
+    pub comparisons: Vec<Comparison>,
+    pub crossed: Vec<Crossed>,
+    pub alpha: f64,
+    pub tolerance: f64,
+    /// 0 pass, 2 a gate crossed.
+    pub exit_code: u8,
+}
+
+fn ci99(v: &[f64]) -> Option<(f64, f64)> {
+    bootstrap_percentile_ci(v, 0.99, 0.95, 200, 0x5a4d)
+        .ok()
+        .map(|c| (c.ci_low, c.ci_high))
+}
+
+/// Compares `runs` (the first is the baseline) under `o`.
+pub fn compare(runs: &[RunData], o: &Options) -> Result<Report, CompareError> {
+    let kind = runs.first().map(|r| r.kind.clone()).unwrap_or_default();
+    if let Some(other) = runs.iter().find(|r| r.kind != kind) {
+        return Err(CompareError::Mixed {
+            a: runs[0].path.clone(),
+            ka: kind,
+            b: other.path.clone(),
+            kb: other.kind.clone(),
+        });
+    }
+    let figures: Vec<Figures> = runs.iter().map(figures).collect();
+    let mut comparisons = Vec::new();
+    if runs.len() > 1 {
+        let base = thinned(&runs[0].samples);
+        let base_ci = ci99(&base);
+        for (r, f) in runs.iter().zip(&figures).skip(1) {
+            let cand = thinned(&r.samples);
+            let p = mann_whitney(&cand, &base).ok().map(|m| m.p);
+            let ci = ci99(&cand);
+            let apart = matches!((base_ci, ci), (Some(b), Some(c)) if c.0 > b.1);
+            let differs = p.is_some_and(|p| p < o.alpha) || apart;
+            let changes = f
+                .values
+                .iter()
+                .zip(&figures[0].values)
+                .map(|((name, v), (_, b))| {
+                    let relative = if *b != 0.0 {
+                        Some((v - b) / b)
+                    } else {
+                        (*v == 0.0).then_some(0.0)
+                    };
+                    let worse = match relative {
+                        Some(rel) => rel > o.tolerance,
+                        None => *v > 0.0,
+                    };
+                    let count = name == "missed" || name == "count";
+                    let regression = worse && (count || differs);
+                    Change {
+                        figure: name.clone(),
+                        baseline: *b,
+                        value: *v,
+                        relative,
+                        regression,
+                    }
+                })
+                .collect();
+            comparisons.push(Comparison {
+                run: f.run.clone(),
+                changes,
+                p_value: p,
+                p99_ci_baseline: base_ci,
+                p99_ci: ci,
+                differs,
+            });
+        }
+    }
+    let mut crossed = Vec::new();
+    let gated: Vec<&Figures> = if figures.len() > 1 {
+        figures[1..].iter().collect()
+    } else {
+        figures.iter().collect()
+    };
+    for f in gated {
+        for g in &o.fail_above {
+            if let Some((_, v)) = f.values.iter().find(|(n, _)| *n == g.figure) {
+                if *v > g.limit {
+                    crossed.push(Crossed {
+                        run: f.run.clone(),
+                        figure: g.figure.clone(),
+                        value: *v,
+                        limit: g.limit,
+                        gate: "above".into(),
+                    });
+                }
+            }
+        }
+    }
+    if let Some(limit) = o.fail_regression {
+        for c in &comparisons {
+            for ch in &c.changes {
+                let beyond = ch.relative.map_or(ch.value > 0.0, |r| r > limit);
+                if ch.regression && beyond {
+                    crossed.push(Crossed {
+                        run: c.run.clone(),
+                        figure: ch.figure.clone(),
+                        value: ch.relative.unwrap_or(f64::INFINITY),
+                        limit,
+                        gate: "regression".into(),
+                    });
+                }
+            }
+        }
+    }
+    Ok(Report {
+        kind,
+        exit_code: if crossed.is_empty() { 0 } else { 2 },
+        figures,
+        comparisons,
+        crossed,
+        alpha: o.alpha,
+        tolerance: o.tolerance,
+    })
+}
+
+/// The figures a gate may name.
+pub fn known_figure(name: &str) -> bool {
+    PERCENTILES.iter().any(|(n, _)| *n == name) || name == "missed" || name == "count"
+}
+
+/// Parses `p99.99=100us,max=1ms,missed=0`: times take units (a bare number is ns); `missed`
+/// and `count` are counts.
+pub fn parse_gates(text: &str) -> Result<Vec<Gate>, String> {
+    let mut out = Vec::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (name, value) = part
+            .split_once('=')
+            .ok_or_else(|| format!("'{part}' is not FIGURE=VALUE, such as p99.99=100us"))?;
+        let name = name.trim();
+        if !known_figure(name) {
+            return Err(format!(
+                "'{name}' is not a figure; use p50, p90, p99, p99.9, p99.99, max, missed or count"
+            ));
+        }
+        let value = value.trim();
+        let limit = if name == "missed" || name == "count" {
+            value
+                .parse::<u64>()
+                .map_err(|_| format!("'{value}' is not a count for {name}"))? as f64
+        } else {
+            crate::duration::parse_or_ns(value)
+                .map_err(|e| format!("{name}={value}: {e}"))?
+                .0 as f64
+        };
+        out.push(Gate {
+            figure: name.to_string(),
+            limit,
+        });
+    }
+    if out.is_empty() {
+        return Err("no gate given; use FIGURE=VALUE, such as p99.99=100us".into());
+    }
+    Ok(out)
+}
+
+/// Parses a share: `10%` or `0.1`.
+pub fn parse_share(text: &str) -> Result<f64, String> {
+    let t = text.trim();
+    let v = match t.strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().map(|x| x / 100.0),
+        None => t.parse::<f64>(),
+    }
+    .map_err(|_| format!("'{text}' is not a share; use a percentage such as 10%"))?;
+    if !(v.is_finite() && v >= 0.0) {
+        return Err(format!("'{text}' must be a share of at least 0%"));
+    }
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::rng::SplitMix64;
+
+    /// Lateness with a Pareto tail: at least 20 µs, p99 about 200 µs, all multiplied by
+    /// `scale` (2.0: every percentile twice as late).
+    fn run(seed: u64, n: usize, scale: f64) -> RunData {
+        let mut r = SplitMix64::new(seed);
+        let samples = (0..n)
+            .map(|_| {
+                let u = (r.below(1_000_000) as f64 + 0.5) / 1e6;
+                (20_000.0 * (1.0 / (1.0 - u)).powf(0.5) * scale) as i64
+            })
+            .collect();
+        RunData {
+            path: PathBuf::from(format!("run{seed}")),
+            id: format!("run{seed}"),
+            kind: "timer".into(),
+            samples,
+            missed: 0,
+        }
+    }
+
+    fn change<'a>(c: &'a Comparison, f: &str) -> &'a Change {
+        c.changes.iter().find(|x| x.figure == f).expect("figure")
+    }
+
+    #[test]
+    fn a_doubled_tail_is_a_regression() {
+        let base = run(1, 10_000, 1.0);
+        let worse = run(2, 10_000, 2.0);
+        let r = compare(&[base, worse], &Options::default()).expect("compares");
+        let c = &r.comparisons[0];
+        let p99 = change(c, "p99");
+        assert!(p99.relative.expect("rel") > 0.7, "{p99:?}");
+        assert!(p99.regression, "{c:?}");
+        assert!(c.differs);
+        assert_eq!(r.exit_code, 0, "no gate asked for");
+    }
+
+    #[test]
+    fn the_same_distribution_is_not_a_regression() {
+        let a = run(3, 10_000, 1.0);
+        let b = run(4, 10_000, 1.0);
+        let r = compare(&[a, b], &Options::default()).expect("compares");
+        let c = &r.comparisons[0];
+        assert!(!c.differs, "{c:?}");
+        assert!(c.changes.iter().all(|x| !x.regression), "{c:?}");
+    }
+
+    #[test]
+    fn gates() {
+        let base = run(1, 10_000, 1.0);
+        let worse = run(2, 10_000, 2.0);
+        let o = Options {
+            fail_regression: Some(0.10),
+            ..Options::default()
+        };
+        let r = compare(&[base.clone(), worse.clone()], &o).expect("compares");
+        assert_eq!(r.exit_code, 2);
+        assert!(r
+            .crossed
+            .iter()
+            .any(|x| x.figure == "p99" && x.gate == "regression"));
+        // A threshold that the candidate's max crosses and the baseline's is not checked against.
+        let max = r.figures[1]
+            .values
+            .iter()
+            .find(|v| v.0 == "max")
+            .expect("max")
+            .1;
+        let o = Options {
+            fail_above: vec![Gate {
+                figure: "max".into(),
+                limit: max - 1.0,
+            }],
+            ..Options::default()
+        };
+        let r = compare(&[base.clone(), worse], &o).expect("compares");
+        assert_eq!((r.exit_code, r.crossed.len()), (2, 1));
+        // One run alone: the gate applies to it.
+        let o = Options {
+            fail_above: vec![Gate {
+                figure: "p50".into(),
+                limit: 1e9,
+            }],
+            ..Options::default()
+        };
+        let r = compare(&[base], &o).expect("compares");
+        assert_eq!(r.exit_code, 0);
+    }
+
+    #[test]
+    fn gate_syntax() {
+        let g = parse_gates("p99.99=100us, max=1ms,missed=0").expect("valid");
+        assert_eq!(g.len(), 3);
+        assert_eq!((g[0].figure.as_str(), g[0].limit), ("p99.99", 100_000.0));
+        assert_eq!(g[1].limit, 1_000_000.0);
+        assert_eq!(g[2].limit, 0.0);
+        assert!(parse_gates("p98=1ms").unwrap_err().contains("not a figure"));
+        assert!(parse_gates("p99").unwrap_err().contains("FIGURE=VALUE"));
+        assert!(parse_gates("max=soon").is_err());
+        assert!(parse_gates("").is_err());
+        assert_eq!(parse_share("10%").expect("valid"), 0.1);
+        assert_eq!(parse_share("0.25").expect("valid"), 0.25);
+        assert!(parse_share("-3%").is_err());
+        assert!(parse_share("ten").is_err());
+    }
+
+    #[test]
+    fn kinds_must_match() {
+        let a = run(1, 100, 1.0);
+        let mut b = run(2, 100, 1.0);
+        b.kind = "noise".into();
+        assert!(matches!(
+            compare(&[a, b], &Options::default()),
+            Err(CompareError::Mixed { .. })
+        ));
+    }
+}
