@@ -243,6 +243,12 @@ fn emit<T: serde::Serialize>(
     failed: bool,
     table: impl FnOnce(&mut dyn Write, &T) -> io::Result<()>,
 ) -> Result<u8, Failure> {
+    if let Some(dir) = serde_json::to_value(result)
+        .ok()
+        .and_then(|v| v["run_dir"].as_str().map(String::from))
+    {
+        crate::common::register(std::path::Path::new(&dir));
+    }
     if json {
         print_json(result)?;
     } else {

@@ -277,3 +277,31 @@ impl LoadFlags {
         })
     }
 }
+
+/// Adds a finished run or study to the catalog when it lies directly in the runs directory
+/// (`./sandglass-runs` or `$SANDGLASS_RUNS_DIR`); runs written elsewhere with `-o` are added
+/// with `sandglass runs import DIR`. A catalog failure is one warning line: the run itself is
+/// complete on disk either way.
+pub fn register(dir: &std::path::Path) {
+    let base = sandglass::store::default_base();
+    let (Ok(d), Ok(b)) = (std::fs::canonicalize(dir), std::fs::canonicalize(&base)) else {
+        return;
+    };
+    if d.parent() != Some(b.as_path()) {
+        return;
+    }
+    // A catalog created now is filled from every directory already there, this one included.
+    let indexed = sandglass::catalog::Catalog::open(&base).and_then(|mut c| {
+        if c.created() {
+            c.rebuild(&base).map(|_| ())
+        } else {
+            c.index(&d).map(|_| ())
+        }
+    });
+    if let Err(e) = indexed {
+        eprintln!(
+            "sandglass: warning: the run is complete but was not added to the catalog ({e}); add it later with 'sandglass runs import {}'",
+            d.display()
+        );
+    }
+}

@@ -20,6 +20,7 @@ pub fn hourglass(args: &[String]) -> Result<u8, Failure> {
     let result = run::run(&spec, &context(), &mut console);
     console.clear();
     let result = result?;
+    crate::common::register(std::path::Path::new(&result.run_dir));
     let opts = hg_report::Options {
         trace: !spec.suppress_trace,
         raw_cycles: spec.raw_cycles,

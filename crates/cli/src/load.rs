@@ -39,9 +39,13 @@ pub struct LoadArgs {
     pub json: bool,
 }
 
+/// The version of `sandglass load --json` described by `docs/schema/load.schema.json`.
+const JSON_SCHEMA: &str = "sandglass-load/1";
+
 /// What `sandglass load` prints with `--json`.
 #[derive(Serialize)]
 struct LoadRun<'a> {
+    schema: &'static str,
     profile: String,
     /// The requested run time.
     duration_ns: Nanos,
@@ -109,6 +113,7 @@ pub fn load(a: &LoadArgs) -> Result<u8, Failure> {
     let profile = load::format_profile(&p.specs);
     if a.json {
         print_json(&LoadRun {
+            schema: JSON_SCHEMA,
             profile,
             duration_ns: p.duration,
             elapsed_ns: elapsed,

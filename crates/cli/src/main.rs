@@ -7,9 +7,11 @@ mod bench;
 mod calibrate;
 mod common;
 mod compare;
+mod export;
 mod hourglass;
 mod load;
 mod noise;
+mod runs;
 mod study;
 mod sysinfo;
 mod timer;
@@ -61,6 +63,8 @@ enum Command {
     /// The main job, the same as `sandglass study quick`: timer latency and OS noise on every
     /// CPU, idle and under cpu+disk load, in about a minute
     Quick(study::QuickArgs),
+    /// The catalog of runs and studies: list, show, rm, import, rebuild
+    Runs(runs::RunsArgs),
     /// Key figures of timer or noise runs side by side, regressions flagged, and gates for CI
     /// (exit 0 pass, 2 a gate crossed, 1 an error)
     Compare(compare::CompareArgs),
@@ -97,6 +101,14 @@ fn parse() -> Result<Cli, ExitCode> {
                     .unwrap_or("bad command line")
                     .trim_start_matches("error: ")
                     .to_string();
+                // "the following required arguments were not provided:" names them below.
+                let first = match (
+                    first.ends_with(':'),
+                    text.lines().skip(1).find(|l| !l.trim().is_empty()),
+                ) {
+                    (true, Some(next)) => format!("{first} {}", next.trim()),
+                    _ => first,
+                };
                 let tip = text
                     .lines()
                     .find_map(|l| l.trim().strip_prefix("tip: "))
@@ -126,6 +138,7 @@ fn main() -> ExitCode {
         Command::Load(a) => load::load(a),
         Command::Noise(a) => noise::noise(a),
         Command::Compare(a) => compare::compare(a),
+        Command::Runs(a) => runs::runs(a),
         Command::Calibrate(a) => calibrate::calibrate(a),
         Command::Sysinfo { json } => sysinfo::sysinfo(*json),
     };

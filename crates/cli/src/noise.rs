@@ -118,6 +118,7 @@ pub fn noise(a: &NoiseArgs) -> Result<u8, Failure> {
     let result = noise::run(&c, &context(), &mut console);
     console.clear();
     let result = result?;
+    crate::common::register(std::path::Path::new(&result.run_dir));
     if a.json {
         print_json(&result)?;
     } else {

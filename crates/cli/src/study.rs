@@ -234,6 +234,7 @@ pub fn study(a: &StudyArgs) -> Result<u8, Failure> {
         run::run(&s, &options, &ctx, &mut console)?
     };
     console.console.clear();
+    crate::common::register(&outcome.dir);
     if a.json {
         print_json(&outcome)?;
     } else {

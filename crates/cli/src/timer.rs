@@ -140,6 +140,7 @@ pub fn timer(a: &TimerArgs) -> Result<u8, Failure> {
     let result = timer::run(&c, &context(), &mut console);
     console.clear();
     let result = result?;
+    crate::common::register(std::path::Path::new(&result.run_dir));
     if a.json {
         print_json(&result)?;
     } else {

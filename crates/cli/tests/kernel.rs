@@ -490,7 +490,12 @@ fn quick_runs_with_no_configuration() {
     assert!(stdout.contains("OS noise"), "{stdout}");
     assert!(stdout.contains("cpu+disk"), "{stdout}");
     assert!(stdout.contains("4 of 4 cells completed"), "{stdout}");
-    let dirs: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().flatten().collect();
+    // Directories only: the runs directory also holds the run catalog.
+    let dirs: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .collect();
     assert_eq!(dirs.len(), 1, "one study directory");
     let study = dirs[0].path();
     assert!(study.join("study.json").exists());
@@ -653,7 +658,11 @@ fn json_run(args: &[&str]) -> (serde_json::Value, String) {
             String::from_utf8_lossy(&out.stdout)
         )
     });
-    let dirs: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().flatten().collect();
+    let dirs: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .collect();
     assert_eq!(dirs.len(), 1);
     check_files(&dirs[0].path());
     (v, stderr)

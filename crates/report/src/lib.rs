@@ -8,6 +8,7 @@
 pub mod analysis;
 pub mod causes;
 pub mod compare;
+pub mod export;
 pub mod hourglass;
 pub mod load;
 pub mod microbench;

@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 pub mod analysis;
+pub mod catalog;
 pub mod causes;
 pub mod clock;
 pub mod compare;

@@ -204,9 +204,16 @@ pub struct NoiseCpu {
     pub timeline: Vec<NoiseSecond>,
 }
 
+/// The version of the `--json` output (and `summary.json`) described by
+/// `docs/schema/noise.schema.json`.
+pub const JSON_SCHEMA: &str = "sandglass-noise/1";
+
 /// The whole result.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct NoiseResult {
+    /// [`JSON_SCHEMA`]; empty in summaries written before the field existed.
+    #[serde(default)]
+    pub schema: String,
     pub kind: String,
     pub run_id: String,
     pub run_dir: String,
@@ -396,6 +403,7 @@ pub fn build(config: &NoiseConfig, cpus: &[usize], m: &mut Measured) -> NoiseRes
         &thread_of,
     );
     NoiseResult {
+        schema: JSON_SCHEMA.to_string(),
         kind: "noise".to_string(),
         run_id: m.dir.id().to_string(),
         run_dir: m.dir.path().display().to_string(),

@@ -323,8 +323,21 @@ pub struct RunReader {
 }
 
 impl RunReader {
-    /// Opens the run directory at `path` and reads its manifest.
+    /// Opens the run directory at `path` and reads its manifest. A run whose manifest still
+    /// says `running` is refused ([`ReadError::Unfinished`]).
     pub fn open(path: &Path) -> Result<RunReader, ReadError> {
+        let r = RunReader::open_any_state(path)?;
+        if r.manifest.state == RunState::Running {
+            return Err(ReadError::Unfinished {
+                run: path.to_path_buf(),
+            });
+        }
+        Ok(r)
+    }
+
+    /// Opens the run directory at `path` whatever its state, an unfinished run included (the
+    /// catalog lists those as `running`).
+    pub fn open_any_state(path: &Path) -> Result<RunReader, ReadError> {
         let mpath = path.join("manifest.json");
         if !mpath.exists() {
             return Err(ReadError::NoManifest(path.to_path_buf()));
@@ -345,11 +358,6 @@ impl RunReader {
                 path: mpath.clone(),
                 source,
             })?;
-        if manifest.state == RunState::Running {
-            return Err(ReadError::Unfinished {
-                run: path.to_path_buf(),
-            });
-        }
         Ok(RunReader {
             path: path.to_path_buf(),
             manifest,
@@ -411,6 +419,65 @@ impl RunReader {
             return Err(ReadError::Checksum { path });
         }
         Ok(data)
+    }
+
+    /// Checks one listed file against its size and SHA-256 without keeping its contents (the
+    /// file is hashed as it is read, so a large file costs no memory).
+    pub fn verify_file(&self, entry: &FileEntry) -> Result<(), ReadError> {
+        use std::io::Read;
+        let name = entry.name.as_str();
+        let path = self.path.join(name);
+        if name.is_empty() || name.contains('/') || name.contains('\\') || name.starts_with('.') {
+            return Err(ReadError::Missing { path });
+        }
+        let io = |source: std::io::Error| {
+            if source.kind() == std::io::ErrorKind::NotFound {
+                ReadError::Missing { path: path.clone() }
+            } else {
+                ReadError::Io {
+                    path: path.clone(),
+                    source,
+                }
+            }
+        };
+        let mut f = std::fs::File::open(&path).map_err(io)?;
+        let mut hasher = Sha256::new();
+        let mut buf = vec![0u8; 1 << 16];
+        let mut actual = 0u64;
+        loop {
+            let n = match f.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(io(e)),
+            };
+            hasher.update(&buf[..n]);
+            actual += n as u64;
+        }
+        if actual != entry.bytes {
+            return Err(ReadError::Size {
+                path,
+                expected: entry.bytes,
+                actual,
+            });
+        }
+        let digest: String = hasher
+            .finalize()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        if digest != entry.sha256 {
+            return Err(ReadError::Checksum { path });
+        }
+        Ok(())
+    }
+
+    /// Checks every file the manifest lists, in its order, and returns the first problem.
+    pub fn verify(&self) -> Result<(), ReadError> {
+        self.manifest
+            .files
+            .iter()
+            .try_for_each(|f| self.verify_file(f))
     }
 
     /// `name` as text.

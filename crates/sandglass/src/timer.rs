@@ -267,9 +267,16 @@ pub struct TimerCpu {
     pub timeline: Vec<Second>,
 }
 
+/// The version of the `--json` output (and `summary.json`) described by
+/// `docs/schema/timer.schema.json`.
+pub const JSON_SCHEMA: &str = "sandglass-timer/1";
+
 /// The whole result.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TimerResult {
+    /// [`JSON_SCHEMA`]; empty in summaries written before the field existed.
+    #[serde(default)]
+    pub schema: String,
     pub kind: String,
     pub run_id: String,
     pub run_dir: String,
@@ -527,6 +534,7 @@ pub fn build(config: &TimerConfig, cpus: &[usize], m: &mut Measured) -> TimerRes
         &thread_of,
     );
     TimerResult {
+        schema: JSON_SCHEMA.to_string(),
         kind: "timer".to_string(),
         run_id: m.dir.id().to_string(),
         run_dir: m.dir.path().display().to_string(),

@@ -163,9 +163,14 @@ pub trait StudyObserver: Observer {
     fn cell_ended(&mut self, _record: &CellRecord, _total: usize) {}
 }
 
+/// The version of `sandglass study --json` described by `docs/schema/study.schema.json`.
+pub const JSON_SCHEMA: &str = "sandglass-study/1";
+
 /// What a finished (or stopped) study returns.
 #[derive(Clone, Debug, Serialize)]
 pub struct StudyOutcome {
+    /// [`JSON_SCHEMA`].
+    pub schema: &'static str,
     pub dir: PathBuf,
     pub record: StudyRecord,
     pub tables: Vec<super::table::Table>,
@@ -453,6 +458,7 @@ fn drive(
         .map(|t| super::table::build(t, &study.file, &record.done()))
         .collect();
     Ok(StudyOutcome {
+        schema: JSON_SCHEMA,
         dir,
         record,
         tables,

@@ -1,0 +1,571 @@
+//! `sandglass runs`: the catalog of the runs and studies in the runs directory (list, show, rm,
+//! import, rebuild). The catalog only indexes the run directories, which stay the source of
+//! truth; see docs/catalog.md.
+
+use crate::common::{print_json, Failure};
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use sandglass::catalog::{self, Catalog, CatalogError, Entry, Filter};
+use sandglass::store::{self, RunReader};
+use serde_json::{json, Value};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+/// `sandglass runs`: without a subcommand, the list.
+#[derive(Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct RunsArgs {
+    #[command(subcommand)]
+    pub command: Option<RunsCommand>,
+    #[command(flatten)]
+    pub list: ListArgs,
+}
+
+/// Filters of the list.
+#[derive(Args, Clone, Debug, Default)]
+pub struct ListArgs {
+    /// Only this kind: timer, noise, hourglass, load, study, or bench (every bench-*) or one
+    /// bench kind such as bench-ipc
+    #[arg(long, value_name = "KIND")]
+    pub kind: Option<String>,
+    /// Only runs made on this host (the hostname in the run's system snapshot)
+    #[arg(long, value_name = "HOST")]
+    pub host: Option<String>,
+    /// Only runs started at or after DATE: YYYY-MM-DD, an RFC 3339 time, or an age such as 7d
+    #[arg(long, value_name = "DATE")]
+    pub since: Option<String>,
+    /// Only runs started before DATE (a bare date includes that whole day)
+    #[arg(long, value_name = "DATE")]
+    pub until: Option<String>,
+    /// Only the cells of this study (an id or a unique prefix)
+    #[arg(long, value_name = "ID")]
+    pub study: Option<String>,
+    /// Include the cells of studies
+    #[arg(long)]
+    pub all: bool,
+    /// Print JSON instead of the table
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Subcommand)]
+pub enum RunsCommand {
+    /// List runs and studies, newest first (the default)
+    List(ListArgs),
+    /// One run or study: what it was, its files checked against their checksums, its figures
+    Show {
+        /// Run or study id, or a unique prefix of one
+        id: String,
+        /// Print JSON instead of text
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete a run or study directory and its catalog entries
+    Rm {
+        /// Run or study id, or a unique prefix of one
+        id: String,
+        /// Also remove a run whose manifest still says running (its process was killed)
+        #[arg(long)]
+        force: bool,
+    },
+    /// Verify a run or study directory and add it to the catalog (nothing is added when any
+    /// file is damaged)
+    Import {
+        /// The run or study directory
+        dir: PathBuf,
+    },
+    /// Recreate the catalog from the run and study directories
+    Rebuild {
+        /// Print JSON instead of text
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn fail(e: CatalogError) -> Failure {
+    if e.is_usage() {
+        Failure::usage(e.to_string())
+    } else {
+        Failure::runtime(e.to_string())
+    }
+}
+
+/// Opens the catalog; a catalog that did not exist yet is filled from the directories first.
+fn open(base: &Path) -> Result<Catalog, Failure> {
+    let mut c = Catalog::open(base).map_err(fail)?;
+    if c.created() {
+        let report = c.rebuild(base).map_err(fail)?;
+        if !report.skipped.is_empty() {
+            eprintln!(
+                "sandglass: warning: the catalog was created from {}; {} damaged directories were left out ('sandglass runs rebuild' names them)",
+                base.display(),
+                report.skipped.len()
+            );
+        }
+    }
+    Ok(c)
+}
+
+/// Opens the catalog for a command that reads it, or `None` when there is no runs directory
+/// (nothing to read, and nothing is created).
+fn open_existing() -> Result<Option<Catalog>, Failure> {
+    let base = store::default_base();
+    if !base.is_dir() {
+        return Ok(None);
+    }
+    open(&base).map(Some)
+}
+
+fn no_base_error(id: &str) -> Failure {
+    Failure::usage(format!(
+        "no run or study {id}: {} does not exist (set SANDGLASS_RUNS_DIR to the runs directory)",
+        store::default_base().display()
+    ))
+}
+
+fn write_out(text: &str) -> Result<(), Failure> {
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
+    out.write_all(text.as_bytes())
+        .and_then(|_| out.flush())
+        .context("writing the output")?;
+    Ok(())
+}
+
+/// `2026-11-22T10:15:00Z` as `2026-11-22 10:15:00`.
+fn when(t: &str) -> String {
+    t.replacen('T', " ", 1).trim_end_matches('Z').to_string()
+}
+
+fn figure_text(key: &str, v: &Value) -> String {
+    match v {
+        Value::Number(n) => {
+            let x = n.as_f64().unwrap_or(0.0);
+            if key.ends_with("_ns") {
+                sandglass::Nanos(x.max(0.0) as u64).to_string()
+            } else if key.ends_with("_share") {
+                format!("{:.2}%", x * 100.0)
+            } else if key.ends_with("bytes_per_s") {
+                format!("{:.0} MB/s", x / 1e6)
+            } else if x.fract() == 0.0 {
+                format!("{x:.0}")
+            } else {
+                format!("{x:.1}")
+            }
+        }
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The key figures as `name value` pairs separated by commas.
+fn figures_text(e: &Entry) -> String {
+    if e.kind == catalog::STUDY_KIND {
+        let n = |k: &str| e.figures.get(k).and_then(Value::as_u64).unwrap_or(0);
+        let name = e.figures.get("name").and_then(Value::as_str).unwrap_or("");
+        return format!(
+            "{name}: {} of {} cells done",
+            n("cells_done"),
+            n("cells_total")
+        );
+    }
+    // The usual reading order first (percentiles rising), anything else after.
+    const ORDER: [&str; 12] = [
+        "cpus",
+        "threads",
+        "count",
+        "p50_ns",
+        "p99_ns",
+        "p99.99_ns",
+        "max_ns",
+        "missed",
+        "noise_share",
+        "interruptions_per_s",
+        "records",
+        "misses",
+    ];
+    let rank = |k: &str| ORDER.iter().position(|o| *o == k).unwrap_or(ORDER.len());
+    let mut figures: Vec<(&String, &Value)> = e.figures.iter().collect();
+    figures.sort_by_key(|(k, _)| rank(k));
+    figures
+        .into_iter()
+        .map(|(k, v)| {
+            let label = k
+                .trim_end_matches("_ns")
+                .trim_end_matches("_bytes_per_s")
+                .replace('_', " ");
+            format!("{label} {}", figure_text(k, v))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Lines of `rows` with every column but the last padded to its widest cell.
+fn table(rows: &[Vec<String>]) -> String {
+    let cols = rows.first().map_or(0, Vec::len);
+    let widths: Vec<usize> = (0..cols)
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut text = String::new();
+    for r in rows {
+        let mut line = String::new();
+        for (i, cell) in r.iter().enumerate() {
+            if i + 1 == cols {
+                line.push_str(cell);
+            } else {
+                line.push_str(&format!("{cell:<w$}  ", w = widths[i]));
+            }
+        }
+        text.push_str(line.trim_end());
+        text.push('\n');
+    }
+    text
+}
+
+fn filter(c: &Catalog, a: &ListArgs) -> Result<Filter, Failure> {
+    let now = SystemTime::now();
+    let date = |flag: &str, v: &Option<String>, upper: bool| {
+        v.as_deref()
+            .map(|d| {
+                catalog::parse_when(d, upper, now)
+                    .map_err(|e| Failure::usage(format!("{flag} {e}")))
+            })
+            .transpose()
+    };
+    let since = date("--since", &a.since, false)?;
+    let until = date("--until", &a.until, true)?;
+    if let (Some(s), Some(u)) = (&since, &until) {
+        if s >= u {
+            return Err(Failure::usage(format!(
+                "--since {} is not before --until {}: give an earlier --since or a later --until",
+                a.since.as_deref().unwrap_or(""),
+                a.until.as_deref().unwrap_or("")
+            )));
+        }
+    }
+    if let Some(k) = &a.kind {
+        if k.trim().is_empty() {
+            return Err(Failure::usage(
+                "--kind: give a kind, such as timer, noise, hourglass, load, study or bench",
+            ));
+        }
+    }
+    let study = match &a.study {
+        Some(s) => {
+            let e = c.resolve(s).map_err(fail)?;
+            if e.kind != catalog::STUDY_KIND {
+                return Err(Failure::usage(format!(
+                    "--study {s}: {} is a {} run, not a study",
+                    e.id, e.kind
+                )));
+            }
+            Some(e.id)
+        }
+        None => None,
+    };
+    Ok(Filter {
+        kind: a.kind.clone(),
+        host: a.host.clone(),
+        since,
+        until,
+        study,
+        cells: a.all,
+    })
+}
+
+fn list(a: &ListArgs) -> Result<u8, Failure> {
+    let Some(c) = open_existing()? else {
+        if a.study.is_some() {
+            return Err(no_base_error(a.study.as_deref().unwrap_or("")));
+        }
+        // Check the flags even when there is nothing to list.
+        let now = SystemTime::now();
+        for (flag, v, upper) in [("--since", &a.since, false), ("--until", &a.until, true)] {
+            if let Some(d) = v {
+                catalog::parse_when(d, upper, now)
+                    .map_err(|e| Failure::usage(format!("{flag} {e}")))?;
+            }
+        }
+        if a.json {
+            print_json(&Vec::<Entry>::new())?;
+        } else {
+            eprintln!(
+                "sandglass: no runs: {} does not exist (set SANDGLASS_RUNS_DIR to the runs directory)",
+                store::default_base().display()
+            );
+        }
+        return Ok(0);
+    };
+    let f = filter(&c, a)?;
+    let entries = c.list(&f).map_err(fail)?;
+    if a.json {
+        print_json(&entries)?;
+        return Ok(0);
+    }
+    if entries.is_empty() {
+        eprintln!(
+            "sandglass: no runs match in {} (runs written elsewhere are added with 'sandglass runs import DIR')",
+            c.path().display()
+        );
+        return Ok(0);
+    }
+    let mut rows = vec![["ID", "STARTED", "KIND", "STATE", "HOST", "FIGURES"]
+        .map(String::from)
+        .to_vec()];
+    for e in &entries {
+        rows.push(vec![
+            e.id.clone(),
+            when(&e.started_at),
+            e.kind.clone(),
+            e.state.clone(),
+            e.host.clone(),
+            figures_text(e),
+        ]);
+    }
+    write_out(&table(&rows))?;
+    Ok(0)
+}
+
+fn show(id: &str, as_json: bool) -> Result<u8, Failure> {
+    let c = open_existing()?.ok_or_else(|| no_base_error(id))?;
+    let e = c.resolve(id).map_err(fail)?;
+    if !e.path.is_dir() {
+        return Err(Failure::usage(format!(
+            "{}: its directory {} no longer exists; 'sandglass runs rebuild' drops it from the catalog",
+            e.id,
+            e.path.display()
+        )));
+    }
+    let cells = if e.kind == catalog::STUDY_KIND {
+        c.list(&Filter {
+            study: Some(e.id.clone()),
+            ..Filter::default()
+        })
+        .map_err(fail)?
+    } else {
+        Vec::new()
+    };
+    let (files, manifest, problem) = if e.kind == catalog::STUDY_KIND {
+        (Vec::new(), Value::Null, None)
+    } else {
+        match catalog::check_files(&e.path) {
+            Ok(files) => {
+                let m = RunReader::open_any_state(&e.path)
+                    .map(|r| {
+                        json!({
+                            "schema_version": r.manifest.schema_version,
+                            "tool": r.manifest.tool,
+                            "end_detail": r.manifest.end_detail,
+                            "warnings": r.manifest.warnings.iter().map(|w| w.message.clone()).collect::<Vec<_>>(),
+                        })
+                    })
+                    .unwrap_or(Value::Null);
+                let problem = files.iter().find(|f| !f.ok).map(|f| {
+                    format!(
+                        "{}: {}; the run directory is damaged (restore the file from a copy, or remove the run with 'sandglass runs rm {}')",
+                        e.path.join(&f.name).display(),
+                        f.status,
+                        e.id
+                    )
+                });
+                (files, m, problem)
+            }
+            Err(err) => (Vec::new(), Value::Null, Some(err.to_string())),
+        }
+    };
+    if as_json {
+        print_json(&json!({
+            "run": e,
+            "manifest": manifest,
+            "files": files,
+            "cells": cells,
+            "intact": problem.is_none(),
+        }))?;
+    } else {
+        let mut t = String::new();
+        let what = if e.kind == catalog::STUDY_KIND {
+            "study"
+        } else {
+            "run"
+        };
+        t += &format!("{what} {}\n", e.id);
+        let mut rows: Vec<Vec<String>> = vec![
+            vec!["  kind".into(), e.kind.clone()],
+            vec!["  state".into(), e.state.clone()],
+            vec!["  path".into(), e.path.display().to_string()],
+            vec!["  started".into(), when(&e.started_at)],
+            vec![
+                "  ended".into(),
+                e.ended_at
+                    .as_deref()
+                    .map(when)
+                    .unwrap_or_else(|| "-".into()),
+            ],
+            vec!["  host".into(), e.host.clone()],
+            vec!["  kernel".into(), e.kernel.clone()],
+            vec!["  command".into(), e.command_line.join(" ")],
+            vec!["  sandglass".into(), e.tool_version.clone()],
+        ];
+        if let Some(s) = &e.study {
+            rows.push(vec!["  study".into(), s.clone()]);
+        }
+        if let Some(d) = manifest["end_detail"].as_str() {
+            rows.push(vec!["  ended by".into(), d.to_string()]);
+        }
+        if !e.figures.is_empty() {
+            rows.push(vec!["  figures".into(), figures_text(&e)]);
+        }
+        for w in manifest["warnings"].as_array().into_iter().flatten() {
+            rows.push(vec![
+                "  warning".into(),
+                w.as_str().unwrap_or("").to_string(),
+            ]);
+        }
+        t += &table(&rows);
+        if !files.is_empty() {
+            t += "files (checked now against manifest.json)\n";
+            let mut rows = vec![["  NAME", "BYTES", "SHA-256", "STATUS"]
+                .map(String::from)
+                .to_vec()];
+            for f in &files {
+                rows.push(vec![
+                    format!("  {}", f.name),
+                    f.bytes.to_string(),
+                    f.sha256.chars().take(16).collect(),
+                    f.status.clone(),
+                ]);
+            }
+            t += &table(&rows);
+        }
+        if !cells.is_empty() {
+            t += "cells\n";
+            let mut rows = vec![["  ID", "KIND", "STATE", "FIGURES"]
+                .map(String::from)
+                .to_vec()];
+            for c in &cells {
+                rows.push(vec![
+                    format!("  {}", c.id),
+                    c.kind.clone(),
+                    c.state.clone(),
+                    figures_text(c),
+                ]);
+            }
+            t += &table(&rows);
+        }
+        write_out(&t)?;
+    }
+    match problem {
+        Some(p) => Err(Failure::usage(p)),
+        None => Ok(0),
+    }
+}
+
+fn rm(id: &str, force: bool) -> Result<u8, Failure> {
+    let mut c = open_existing()?.ok_or_else(|| no_base_error(id))?;
+    let e = c.resolve(id).map_err(fail)?;
+    let cells = if e.kind == catalog::STUDY_KIND {
+        c.list(&Filter {
+            study: Some(e.id.clone()),
+            ..Filter::default()
+        })
+        .map_err(fail)?
+        .len()
+    } else {
+        0
+    };
+    let removed = c.remove(&e.id, force).map_err(fail)?;
+    let with = if cells > 0 {
+        format!(" with its {cells} cells")
+    } else {
+        String::new()
+    };
+    write_out(&format!(
+        "removed {} {}{with} ({}, started {}): {}\n",
+        removed.kind,
+        removed.id,
+        removed.state,
+        when(&removed.started_at),
+        removed.path.display()
+    ))?;
+    Ok(0)
+}
+
+fn import(dir: &Path) -> Result<u8, Failure> {
+    if !dir.is_dir() {
+        return Err(Failure::usage(format!(
+            "{}: no such directory; give a run or study directory",
+            dir.display()
+        )));
+    }
+    let base = store::default_base();
+    let mut c = open(&base)?;
+    let ids = c.index(dir).map_err(fail)?;
+    let mut text = String::new();
+    if let Some(first) = ids.first() {
+        if let Some(e) = c.get(first).map_err(fail)? {
+            let cells = ids.len() - 1;
+            let with = if cells > 0 {
+                format!(" with {cells} cells")
+            } else {
+                String::new()
+            };
+            text += &format!(
+                "imported {} {}{with} ({}): {}\n",
+                e.kind,
+                e.id,
+                e.state,
+                e.path.display()
+            );
+        }
+    }
+    write_out(&text)?;
+    Ok(0)
+}
+
+fn rebuild(as_json: bool) -> Result<u8, Failure> {
+    let base = store::default_base();
+    let mut c = Catalog::open(&base).map_err(fail)?;
+    let report = c.rebuild(&base).map_err(fail)?;
+    if as_json {
+        print_json(&report)?;
+        return Ok(0);
+    }
+    for s in &report.skipped {
+        eprintln!(
+            "sandglass: warning: left out {}: {}",
+            s.path.display(),
+            s.reason
+        );
+    }
+    let dropped = if report.dropped.is_empty() {
+        String::new()
+    } else {
+        format!(
+            ", {} whose directories are gone dropped",
+            report.dropped.len()
+        )
+    };
+    let skipped = if report.skipped.is_empty() {
+        String::new()
+    } else {
+        format!(", {} damaged directories left out", report.skipped.len())
+    };
+    write_out(&format!(
+        "rebuilt {}: {} runs and studies indexed{dropped}{skipped}\n",
+        c.path().display(),
+        report.indexed
+    ))?;
+    Ok(0)
+}
+
+pub fn runs(a: &RunsArgs) -> Result<u8, Failure> {
+    match &a.command {
+        None => list(&a.list),
+        Some(RunsCommand::List(l)) => list(l),
+        Some(RunsCommand::Show { id, json }) => show(id, *json),
+        Some(RunsCommand::Rm { id, force }) => rm(id, *force),
+        Some(RunsCommand::Import { dir }) => import(dir),
+        Some(RunsCommand::Rebuild { json }) => rebuild(*json),
+    }
+}

@@ -1,0 +1,1571 @@
+//! The run catalog: an SQLite index of every run and study in a store.
+//!
+//! Run directories are the source of truth; the catalog (`<base>/catalog.sqlite`, `base` being
+//! [`store::default_base`]) only indexes them, so it can always be rebuilt from them
+//! ([`Catalog::rebuild`]). It holds one row per run directory and per study directory: the id,
+//! the absolute path, the kind, the state, the start and end times, the host and kernel from
+//! the system snapshot, the command line, the parent study of a study's cells, and a few key
+//! figures per kind as a JSON object ([`figures`]).
+//!
+//! Nothing enters the catalog unverified. A run is read only through [`RunReader`], and every
+//! file its manifest lists is checked against the recorded size and SHA-256 before the row is
+//! written; a missing, truncated or altered file is reported by name and the run is not
+//! indexed. A study directory is indexed with all of its cells in one transaction, or not at
+//! all.
+//!
+//! The database uses write-ahead logging and a busy timeout, so that runs ending at the same
+//! time in several processes can all register themselves. `docs/catalog.md` documents the
+//! schema and the commands built on it.
+
+use crate::store::{self, ReadError, RunReader};
+use crate::study::run::{self as study_run, StudyRecord};
+use rusqlite::{params, Connection, OptionalExtension};
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+use thiserror::Error;
+
+/// The catalog's file name inside the base directory.
+pub const FILE_NAME: &str = "catalog.sqlite";
+
+/// The version of the catalog's schema this build writes.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// How long a writer waits for another process's transaction before giving up.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The kind recorded for study directories.
+pub const STUDY_KIND: &str = "study";
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS runs (
+    id           TEXT PRIMARY KEY,
+    path         TEXT NOT NULL UNIQUE,
+    kind         TEXT NOT NULL,
+    state        TEXT NOT NULL,
+    started_at   TEXT NOT NULL,
+    ended_at     TEXT,
+    host         TEXT NOT NULL,
+    kernel       TEXT NOT NULL,
+    command      TEXT NOT NULL,
+    study        TEXT,
+    figures      TEXT NOT NULL,
+    tool_version TEXT NOT NULL,
+    indexed_at   TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_started_at ON runs (started_at);
+CREATE INDEX IF NOT EXISTS runs_kind ON runs (kind);
+CREATE INDEX IF NOT EXISTS runs_study ON runs (study);
+";
+
+/// Why the catalog could not do what it was asked.
+#[derive(Debug, Error)]
+pub enum CatalogError {
+    #[error("{path}: cannot open the run catalog: {source} (check the directory's permissions, or set SANDGLASS_RUNS_DIR to a writable place)")]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("{path}: the run catalog has schema version {found}, newer than this sandglass reads ({SCHEMA_VERSION}); upgrade sandglass")]
+    NewerSchema { path: PathBuf, found: i64 },
+    #[error("{path}: the run catalog failed: {source} (`sandglass runs rebuild` recreates it from the run directories)")]
+    Sql {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("{0}")]
+    Damaged(#[from] ReadError),
+    #[error("{path}: {message}")]
+    Study { path: PathBuf, message: String },
+    #[error("{0}: not a run or study directory (it has neither manifest.json nor study.json)")]
+    NotARun(PathBuf),
+    #[error("{0}: cannot resolve the directory: {1}")]
+    Path(PathBuf, String),
+    #[error("{id} is already in the catalog at {existing}; remove one of them first (sandglass runs rm {id})")]
+    Duplicate { id: String, existing: PathBuf },
+    #[error("no run or study {0} in the catalog; `sandglass runs` lists them (and `sandglass runs rebuild` indexes directories added by hand)")]
+    NotFound(String),
+    #[error("{prefix} matches {count} runs ({examples}); give more of the id")]
+    Ambiguous {
+        prefix: String,
+        count: usize,
+        examples: String,
+    },
+    #[error("{id} is still running (its manifest says so); if its process was killed, remove it with --force")]
+    Running { id: String },
+    #[error("{id} is a cell of study {study}; remove the whole study (sandglass runs rm {study})")]
+    Cell { id: String, study: String },
+    #[error("cannot remove {path}: {source}")]
+    Remove {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl CatalogError {
+    /// True when the request itself is at fault (an unknown id, a damaged directory given to
+    /// import), rather than the catalog or the system.
+    pub fn is_usage(&self) -> bool {
+        matches!(
+            self,
+            CatalogError::Damaged(_)
+                | CatalogError::Study { .. }
+                | CatalogError::NotARun(_)
+                | CatalogError::Path(..)
+                | CatalogError::Duplicate { .. }
+                | CatalogError::NotFound(_)
+                | CatalogError::Ambiguous { .. }
+                | CatalogError::Running { .. }
+                | CatalogError::Cell { .. }
+                | CatalogError::NewerSchema { .. }
+        )
+    }
+}
+
+/// One row of the catalog.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Entry {
+    /// The run's id (its directory's name); a study's cells are `STUDY/CELL`.
+    pub id: String,
+    /// Absolute path of the directory.
+    pub path: PathBuf,
+    /// `timer`, `noise`, `hourglass`, `load`, `bench-…` or `study`.
+    pub kind: String,
+    /// The run's or study's state as its manifest or `study.json` records it.
+    pub state: String,
+    /// RFC 3339 UTC.
+    pub started_at: String,
+    pub ended_at: Option<String>,
+    pub host: String,
+    pub kernel: String,
+    pub command_line: Vec<String>,
+    /// The study a cell belongs to.
+    pub study: Option<String>,
+    /// Key figures of the kind ([`figures`]).
+    pub figures: Map<String, Value>,
+    /// The sandglass version that wrote the run.
+    pub tool_version: String,
+    /// When the row was written, RFC 3339 UTC.
+    pub indexed_at: String,
+}
+
+/// Which rows [`Catalog::list`] returns.
+#[derive(Clone, Debug, Default)]
+pub struct Filter {
+    /// A kind, or a kind's family: `bench` matches every `bench-…` kind.
+    pub kind: Option<String>,
+    pub host: Option<String>,
+    /// RFC 3339 UTC lower bound on `started_at`, inclusive.
+    pub since: Option<String>,
+    /// RFC 3339 UTC upper bound on `started_at`, exclusive.
+    pub until: Option<String>,
+    /// Only the cells of this study.
+    pub study: Option<String>,
+    /// Include the cells of studies (always true when `study` is given).
+    pub cells: bool,
+}
+
+/// A directory that [`Catalog::rebuild`] left out, and why.
+#[derive(Clone, Debug, Serialize)]
+pub struct Skipped {
+    pub path: PathBuf,
+    pub reason: String,
+}
+
+/// What [`Catalog::rebuild`] did.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct RebuildReport {
+    /// Rows written.
+    pub indexed: usize,
+    /// Rows whose directories no longer exist, dropped.
+    pub dropped: Vec<String>,
+    /// Directories left out because they are damaged or are not runs.
+    pub skipped: Vec<Skipped>,
+}
+
+/// An open catalog.
+pub struct Catalog {
+    conn: Connection,
+    path: PathBuf,
+    created: bool,
+}
+
+/// The catalog's path for the base directory `base`.
+pub fn path_in(base: &Path) -> PathBuf {
+    base.join(FILE_NAME)
+}
+
+impl Catalog {
+    /// Opens the catalog of `base`, creating the directory and the database when they do not
+    /// exist yet.
+    pub fn open(base: &Path) -> Result<Catalog, CatalogError> {
+        let path = path_in(base);
+        let open_err = |source| CatalogError::Open {
+            path: path.clone(),
+            source,
+        };
+        std::fs::create_dir_all(base).map_err(|e| {
+            open_err(rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CANTOPEN),
+                Some(format!("cannot create {}: {e}", base.display())),
+            ))
+        })?;
+        let created = !path.exists();
+        let conn = Connection::open(&path).map_err(open_err)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(open_err)?;
+        // WAL lets readers go on while a run registers itself; a file system that cannot do
+        // it (some network ones) keeps the default journal, which is only slower.
+        let _ = conn.pragma_update(None, "journal_mode", "WAL");
+        let mut c = Catalog {
+            conn,
+            path,
+            created,
+        };
+        c.init()?;
+        Ok(c)
+    }
+
+    fn sql(&self) -> impl Fn(rusqlite::Error) -> CatalogError + '_ {
+        move |source| CatalogError::Sql {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    fn init(&mut self) -> Result<(), CatalogError> {
+        let path = self.path.clone();
+        let sql = move |source| CatalogError::Sql {
+            path: path.clone(),
+            source,
+        };
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(&sql)?;
+        tx.execute_batch(SCHEMA).map_err(&sql)?;
+        let found: Option<String> = tx
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'schema_version'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(&sql)?;
+        match found.and_then(|v| v.parse::<i64>().ok()) {
+            Some(v) if v > SCHEMA_VERSION => {
+                return Err(CatalogError::NewerSchema {
+                    path: self.path.clone(),
+                    found: v,
+                })
+            }
+            Some(_) => {}
+            None => {
+                tx.execute(
+                    "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?1)",
+                    params![SCHEMA_VERSION.to_string()],
+                )
+                .map_err(&sql)?;
+            }
+        }
+        tx.commit().map_err(&sql)
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// True when [`Catalog::open`] created the database (so it indexes nothing yet).
+    pub fn created(&self) -> bool {
+        self.created
+    }
+
+    /// Verifies the run or study directory `dir` and indexes it (a study with every one of its
+    /// cells), all in one transaction. A damaged directory adds nothing and is reported by the
+    /// name of the file at fault. Returns the ids written.
+    pub fn index(&mut self, dir: &Path) -> Result<Vec<String>, CatalogError> {
+        let entries = read_dir_entries(dir)?;
+        let path = self.path.clone();
+        let sql = move |source| CatalogError::Sql {
+            path: path.clone(),
+            source,
+        };
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(&sql)?;
+        for e in &entries {
+            check_duplicate(&tx, e).map_err(|err| match err {
+                Dup::Sql(source) => sql(source),
+                Dup::Found(existing) => CatalogError::Duplicate {
+                    id: e.id.clone(),
+                    existing,
+                },
+            })?;
+        }
+        if let Some(top) = entries.first().filter(|e| e.kind == STUDY_KIND) {
+            tx.execute("DELETE FROM runs WHERE study = ?1", params![top.id])
+                .map_err(&sql)?;
+        }
+        for e in &entries {
+            upsert(&tx, e).map_err(&sql)?;
+        }
+        tx.commit().map_err(&sql)?;
+        Ok(entries.into_iter().map(|e| e.id).collect())
+    }
+
+    /// The row of `id`.
+    pub fn get(&self, id: &str) -> Result<Option<Entry>, CatalogError> {
+        self.conn
+            .query_row(
+                &format!("SELECT {COLUMNS} FROM runs WHERE id = ?1"),
+                params![id],
+                row_entry,
+            )
+            .optional()
+            .map_err(self.sql())
+    }
+
+    /// The row whose id is `text` or, failing that, starts with it. A prefix that matches
+    /// several rows is ambiguous, except that a study's id prefix names the study rather than
+    /// its cells.
+    pub fn resolve(&self, text: &str) -> Result<Entry, CatalogError> {
+        if let Some(e) = self.get(text)? {
+            return Ok(e);
+        }
+        let pattern = format!("{}%", like_escape(text));
+        let mut stmt = self
+            .conn
+            .prepare(&format!(
+                "SELECT {COLUMNS} FROM runs WHERE id LIKE ?1 ESCAPE '\\' ORDER BY id"
+            ))
+            .map_err(self.sql())?;
+        let all: Vec<Entry> = stmt
+            .query_map(params![pattern], row_entry)
+            .and_then(|rows| rows.collect())
+            .map_err(self.sql())?;
+        let top: Vec<&Entry> = all.iter().filter(|e| e.study.is_none()).collect();
+        let chosen: Vec<&Entry> = if text.contains('/') || top.is_empty() {
+            all.iter().collect()
+        } else {
+            top
+        };
+        match chosen.len() {
+            0 => Err(CatalogError::NotFound(text.to_string())),
+            1 => Ok(chosen[0].clone()),
+            n => Err(CatalogError::Ambiguous {
+                prefix: text.to_string(),
+                count: n,
+                examples: chosen
+                    .iter()
+                    .take(3)
+                    .map(|e| e.id.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+                    + if n > 3 { ", …" } else { "" },
+            }),
+        }
+    }
+
+    /// The rows that pass `filter`, newest first.
+    pub fn list(&self, filter: &Filter) -> Result<Vec<Entry>, CatalogError> {
+        let mut clauses: Vec<String> = Vec::new();
+        let mut values: Vec<String> = Vec::new();
+        // Each clause's `?` is its own value's number.
+        let mut bind = |clause: &str, value: &str| {
+            values.push(value.to_string());
+            clauses.push(clause.replace('?', &format!("?{}", values.len())));
+        };
+        if let Some(k) = &filter.kind {
+            bind("(kind = ? OR kind LIKE ? || '-%')", k);
+        }
+        if let Some(h) = &filter.host {
+            bind("host = ?", h);
+        }
+        if let Some(s) = &filter.since {
+            bind("started_at >= ?", s);
+        }
+        if let Some(u) = &filter.until {
+            bind("started_at < ?", u);
+        }
+        match &filter.study {
+            Some(s) => bind("study = ?", s),
+            None if !filter.cells => clauses.push("study IS NULL".into()),
+            None => {}
+        }
+        let wher = if clauses.is_empty() {
+            String::new()
+        } else {
+            format!(" WHERE {}", clauses.join(" AND "))
+        };
+        let mut stmt = self
+            .conn
+            .prepare(&format!(
+                "SELECT {COLUMNS} FROM runs{wher} ORDER BY started_at DESC, id DESC"
+            ))
+            .map_err(self.sql())?;
+        let rows = stmt
+            .query_map(rusqlite::params_from_iter(values.iter()), row_entry)
+            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+            .map_err(self.sql())?;
+        Ok(rows)
+    }
+
+    /// Removes the row of `id` (and of its cells, for a study) without touching any directory.
+    pub fn forget(&mut self, id: &str) -> Result<usize, CatalogError> {
+        let path = self.path.clone();
+        let sql = move |source| CatalogError::Sql {
+            path: path.clone(),
+            source,
+        };
+        let tx = self.conn.transaction().map_err(&sql)?;
+        let n = tx
+            .execute("DELETE FROM runs WHERE id = ?1 OR study = ?1", params![id])
+            .map_err(&sql)?;
+        tx.commit().map_err(&sql)?;
+        Ok(n)
+    }
+
+    /// Removes the run or study `id`: its directory, then its rows (a study's cells with it).
+    /// A run still marked running is refused unless `force`; a study's cell is refused (it
+    /// belongs to its study). Returns the removed entry.
+    pub fn remove(&mut self, id: &str, force: bool) -> Result<Entry, CatalogError> {
+        let e = self
+            .get(id)?
+            .ok_or_else(|| CatalogError::NotFound(id.into()))?;
+        if let Some(study) = &e.study {
+            return Err(CatalogError::Cell {
+                id: e.id.clone(),
+                study: study.clone(),
+            });
+        }
+        if e.state == "running" && !force {
+            return Err(CatalogError::Running { id: e.id.clone() });
+        }
+        if e.path.exists() {
+            std::fs::remove_dir_all(&e.path).map_err(|source| CatalogError::Remove {
+                path: e.path.clone(),
+                source,
+            })?;
+        }
+        self.forget(&e.id)?;
+        Ok(e)
+    }
+
+    /// Recreates every row from the directories: each run and study directory under `base`
+    /// (and each cell of a study), and every directory already indexed elsewhere (imported)
+    /// that still exists. Damaged directories are reported in the result and left out; the
+    /// rest is written in one transaction.
+    pub fn rebuild(&mut self, base: &Path) -> Result<RebuildReport, CatalogError> {
+        let mut report = RebuildReport::default();
+        let mut rows: Vec<Entry> = Vec::new();
+        let mut seen: std::collections::BTreeSet<PathBuf> = Default::default();
+        let mut dirs: Vec<PathBuf> = match std::fs::read_dir(base) {
+            Ok(rd) => rd
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.is_dir())
+                .collect(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => {
+                return Err(CatalogError::Path(base.to_path_buf(), e.to_string()));
+            }
+        };
+        dirs.sort();
+        let previous = self.list(&Filter {
+            cells: true,
+            ..Filter::default()
+        })?;
+        let base_abs = absolute(base).unwrap_or_else(|_| base.to_path_buf());
+        for e in &previous {
+            if e.study.is_none() && !e.path.starts_with(&base_abs) {
+                if e.path.is_dir() {
+                    dirs.push(e.path.clone());
+                } else {
+                    report.dropped.push(e.id.clone());
+                }
+            } else if !e.path.is_dir() && e.study.is_none() {
+                report.dropped.push(e.id.clone());
+            }
+        }
+        for dir in dirs {
+            let abs = absolute(&dir).unwrap_or_else(|_| dir.clone());
+            if !seen.insert(abs.clone()) {
+                continue;
+            }
+            if abs.join(study_run::STATE_FILE).exists() {
+                let (study, cells) = read_study_lenient(&abs, &mut report.skipped);
+                if let Some(s) = study {
+                    rows.push(s);
+                    rows.extend(cells);
+                }
+            } else {
+                match read_run(&abs, None) {
+                    Ok(e) => rows.push(e),
+                    Err(err) => report.skipped.push(Skipped {
+                        path: abs,
+                        reason: err.to_string(),
+                    }),
+                }
+            }
+        }
+        let mut ids = std::collections::BTreeSet::new();
+        let mut unique = Vec::new();
+        for r in rows {
+            if ids.insert(r.id.clone()) {
+                unique.push(r);
+            } else {
+                report.skipped.push(Skipped {
+                    reason: format!(
+                        "{} is already indexed from another directory; a copy cannot share its id",
+                        r.id
+                    ),
+                    path: r.path,
+                });
+            }
+        }
+        let path = self.path.clone();
+        let sql = move |source| CatalogError::Sql {
+            path: path.clone(),
+            source,
+        };
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(&sql)?;
+        tx.execute("DELETE FROM runs", []).map_err(&sql)?;
+        for r in &unique {
+            upsert(&tx, r).map_err(&sql)?;
+        }
+        tx.commit().map_err(&sql)?;
+        report.indexed = unique.len();
+        Ok(report)
+    }
+}
+
+/// The result of checking one listed file, for `runs show`.
+#[derive(Clone, Debug, Serialize)]
+pub struct FileStatus {
+    pub name: String,
+    pub bytes: u64,
+    pub sha256: String,
+    pub format: String,
+    /// `ok`, or what is wrong with the file.
+    pub status: String,
+    pub ok: bool,
+}
+
+/// Checks every file of the run directory `dir` against its manifest, reporting each one
+/// (rather than stopping at the first problem).
+pub fn check_files(dir: &Path) -> Result<Vec<FileStatus>, ReadError> {
+    let r = RunReader::open_any_state(dir)?;
+    Ok(r.manifest
+        .files
+        .iter()
+        .map(|f| {
+            let result = r.verify_file(f);
+            FileStatus {
+                name: f.name.clone(),
+                bytes: f.bytes,
+                sha256: f.sha256.clone(),
+                format: f.format.clone(),
+                ok: result.is_ok(),
+                status: match result {
+                    Ok(()) => "ok".into(),
+                    Err(ReadError::Missing { .. }) => "missing".into(),
+                    Err(ReadError::Size {
+                        expected, actual, ..
+                    }) => format!("{actual} bytes, {expected} expected (truncated or altered)"),
+                    Err(ReadError::Checksum { .. }) => "SHA-256 differs (altered)".into(),
+                    Err(e) => e.to_string(),
+                },
+            }
+        })
+        .collect())
+}
+
+const COLUMNS: &str = "id, path, kind, state, started_at, ended_at, host, kernel, command, \
+                       study, figures, tool_version, indexed_at";
+
+fn row_entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<Entry> {
+    let command: String = r.get(8)?;
+    let figures: String = r.get(10)?;
+    let path: String = r.get(1)?;
+    Ok(Entry {
+        id: r.get(0)?,
+        path: PathBuf::from(path),
+        kind: r.get(2)?,
+        state: r.get(3)?,
+        started_at: r.get(4)?,
+        ended_at: r.get(5)?,
+        host: r.get(6)?,
+        kernel: r.get(7)?,
+        command_line: serde_json::from_str(&command).unwrap_or_default(),
+        study: r.get(9)?,
+        figures: serde_json::from_str(&figures).unwrap_or_default(),
+        tool_version: r.get(11)?,
+        indexed_at: r.get(12)?,
+    })
+}
+
+fn upsert(tx: &rusqlite::Transaction<'_>, e: &Entry) -> rusqlite::Result<()> {
+    let path = e.path.to_string_lossy();
+    tx.execute(
+        "DELETE FROM runs WHERE path = ?1 AND id <> ?2",
+        params![path, e.id],
+    )?;
+    tx.execute(
+        &format!(
+            "INSERT OR REPLACE INTO runs ({COLUMNS}) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
+        ),
+        params![
+            e.id,
+            path,
+            e.kind,
+            e.state,
+            e.started_at,
+            e.ended_at,
+            e.host,
+            e.kernel,
+            serde_json::to_string(&e.command_line).unwrap_or_else(|_| "[]".into()),
+            e.study,
+            Value::Object(e.figures.clone()).to_string(),
+            e.tool_version,
+            e.indexed_at,
+        ],
+    )?;
+    Ok(())
+}
+
+enum Dup {
+    Sql(rusqlite::Error),
+    Found(PathBuf),
+}
+
+/// Refuses a second directory under an id the catalog already has, unless the first one is
+/// gone or no longer holds that id (it was moved, or replaced).
+fn check_duplicate(tx: &rusqlite::Transaction<'_>, e: &Entry) -> Result<(), Dup> {
+    let existing: Option<String> = tx
+        .query_row("SELECT path FROM runs WHERE id = ?1", params![e.id], |r| {
+            r.get(0)
+        })
+        .optional()
+        .map_err(Dup::Sql)?;
+    let Some(existing) = existing.map(PathBuf::from) else {
+        return Ok(());
+    };
+    if existing == e.path || !existing.is_dir() {
+        return Ok(());
+    }
+    let still_there = if e.kind == STUDY_KIND {
+        study_run::read_state(&existing)
+            .map(|r| r.id == e.id)
+            .unwrap_or(false)
+    } else if e.study.is_some() {
+        // A cell's id is its study's and its directory's name: the study check covers it.
+        false
+    } else {
+        RunReader::open_any_state(&existing)
+            .map(|r| r.manifest.id == e.id)
+            .unwrap_or(false)
+    };
+    if still_there {
+        Err(Dup::Found(existing))
+    } else {
+        Ok(())
+    }
+}
+
+fn like_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn absolute(p: &Path) -> std::io::Result<PathBuf> {
+    std::fs::canonicalize(p)
+}
+
+/// The rows of the directory `dir`: a run, or a study followed by its cells. Strict: any
+/// damaged part fails the whole directory.
+fn read_dir_entries(dir: &Path) -> Result<Vec<Entry>, CatalogError> {
+    let abs = absolute(dir).map_err(|e| CatalogError::Path(dir.to_path_buf(), e.to_string()))?;
+    if !abs.is_dir() {
+        return Err(CatalogError::NotARun(dir.to_path_buf()));
+    }
+    if abs.join(study_run::STATE_FILE).exists() {
+        let record = read_study_record(&abs)?;
+        let mut out = vec![study_entry(&abs, &record)];
+        for cell in cell_dirs(&abs) {
+            out.push(read_run(&cell, Some(&record.id))?);
+        }
+        return Ok(out);
+    }
+    if !abs.join("manifest.json").exists() {
+        return Err(CatalogError::NotARun(dir.to_path_buf()));
+    }
+    let study = parent_study(&abs);
+    Ok(vec![read_run(&abs, study.as_deref())?])
+}
+
+/// The study a run directory belongs to, when its parent is a study directory.
+fn parent_study(dir: &Path) -> Option<String> {
+    let parent = dir.parent()?;
+    if !parent.join(study_run::STATE_FILE).exists() {
+        return None;
+    }
+    study_run::read_state(parent).ok().map(|r| r.id)
+}
+
+/// The run directories inside a study directory, sorted.
+fn cell_dirs(study: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(study)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.path())
+                .filter(|p| p.is_dir() && p.join("manifest.json").exists())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+fn read_study_record(dir: &Path) -> Result<StudyRecord, CatalogError> {
+    study_run::read_state(dir).map_err(|e| CatalogError::Study {
+        path: dir.join(study_run::STATE_FILE),
+        message: match e {
+            study_run::StudyError::Usage(m) | study_run::StudyError::Failed(m) => m,
+        },
+    })
+}
+
+/// A study and whichever of its cells are intact; the damaged ones go to `skipped`.
+fn read_study_lenient(dir: &Path, skipped: &mut Vec<Skipped>) -> (Option<Entry>, Vec<Entry>) {
+    let record = match read_study_record(dir) {
+        Ok(r) => r,
+        Err(e) => {
+            skipped.push(Skipped {
+                path: dir.to_path_buf(),
+                reason: e.to_string(),
+            });
+            return (None, Vec::new());
+        }
+    };
+    let mut cells = Vec::new();
+    for cell in cell_dirs(dir) {
+        match read_run(&cell, Some(&record.id)) {
+            Ok(e) => cells.push(e),
+            Err(e) => skipped.push(Skipped {
+                path: cell,
+                reason: e.to_string(),
+            }),
+        }
+    }
+    (Some(study_entry(dir, &record)), cells)
+}
+
+fn study_entry(dir: &Path, r: &StudyRecord) -> Entry {
+    use crate::study::run::{CellState, StudyState};
+    let total = r.cells.len();
+    let done = r.count(CellState::Completed);
+    let mut figures = Map::new();
+    figures.insert("name".into(), json!(r.name));
+    figures.insert("cells_done".into(), json!(done));
+    figures.insert("cells_total".into(), json!(total));
+    let failed = r.count(CellState::Failed);
+    if failed > 0 {
+        figures.insert("cells_failed".into(), json!(failed));
+    }
+    Entry {
+        id: r.id.clone(),
+        path: dir.to_path_buf(),
+        kind: STUDY_KIND.into(),
+        state: r.state.name().into(),
+        started_at: r.created_at.clone(),
+        ended_at: (r.state != StudyState::Running).then(|| r.updated_at.clone()),
+        host: r.system.hostname.clone(),
+        kernel: r.system.kernel_release.clone(),
+        command_line: r.command_lines.first().cloned().unwrap_or_default(),
+        study: None,
+        figures,
+        tool_version: r.tool.version.clone(),
+        indexed_at: store::now_rfc3339(),
+    }
+}
+
+/// Verifies the run directory `dir` (every listed file's size and SHA-256) and makes its row.
+fn read_run(dir: &Path, study: Option<&str>) -> Result<Entry, CatalogError> {
+    let r = RunReader::open_any_state(dir)?;
+    r.verify()?;
+    let m = &r.manifest;
+    let summary = if r.has("summary.json") {
+        Some(r.read("summary.json")?)
+    } else if r.has("result.json") {
+        Some(r.read("result.json")?)
+    } else {
+        None
+    };
+    let summary: Value = summary
+        .and_then(|s| serde_json::from_slice(&s).ok())
+        .unwrap_or(Value::Null);
+    let loads: Value = if r.has("loads.json") {
+        serde_json::from_slice(&r.read("loads.json")?).unwrap_or(Value::Null)
+    } else {
+        Value::Null
+    };
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| m.id.clone());
+    let id = match study {
+        Some(s) => format!("{s}/{name}"),
+        None => m.id.clone(),
+    };
+    Ok(Entry {
+        id,
+        path: dir.to_path_buf(),
+        kind: m.kind.clone(),
+        state: serde_json::to_value(m.state)
+            .ok()
+            .and_then(|v| v.as_str().map(String::from))
+            .unwrap_or_else(|| m.state.name().to_string()),
+        started_at: m.started_at.clone(),
+        ended_at: m.ended_at.clone(),
+        host: m.system.hostname.clone(),
+        kernel: m.system.kernel_release.clone(),
+        command_line: m.command_line.clone(),
+        study: study.map(String::from),
+        figures: figures(&m.kind, &summary, &loads),
+        tool_version: m.tool.version.clone(),
+        indexed_at: store::now_rfc3339(),
+    })
+}
+
+fn num(v: &Value) -> Option<f64> {
+    v.as_f64()
+}
+
+fn max_of<'a>(
+    items: impl Iterator<Item = &'a Value>,
+    f: impl Fn(&Value) -> Option<f64>,
+) -> Option<f64> {
+    items
+        .filter_map(f)
+        .fold(None, |m, x| Some(m.map_or(x, |m: f64| m.max(x))))
+}
+
+fn min_of<'a>(
+    items: impl Iterator<Item = &'a Value>,
+    f: impl Fn(&Value) -> Option<f64>,
+) -> Option<f64> {
+    items
+        .filter_map(f)
+        .fold(None, |m, x| Some(m.map_or(x, |m: f64| m.min(x))))
+}
+
+fn sum_of<'a>(
+    items: impl Iterator<Item = &'a Value>,
+    f: impl Fn(&Value) -> Option<f64>,
+) -> Option<f64> {
+    items
+        .filter_map(f)
+        .fold(None, |m, x| Some(m.unwrap_or(0.0) + x))
+}
+
+fn put(out: &mut Map<String, Value>, key: &str, v: Option<f64>) {
+    if let Some(x) = v.filter(|x| x.is_finite()) {
+        let value = if x.fract() == 0.0 && x.abs() < 9.0e15 {
+            json!(x as i64)
+        } else {
+            json!(x)
+        };
+        out.insert(key.into(), value);
+    }
+}
+
+fn array(v: &Value) -> &[Value] {
+    v.as_array().map(Vec::as_slice).unwrap_or(&[])
+}
+
+/// The load profile of a list of load reports: their specs joined with `+`.
+fn profile(loads: &Value) -> Option<String> {
+    let specs: Vec<&str> = array(loads)
+        .iter()
+        .filter_map(|l| l.get("spec")?.as_str())
+        .collect();
+    (!specs.is_empty()).then(|| specs.join("+"))
+}
+
+/// The key figures of a run of `kind`, from its summary (`summary.json` or `result.json`) and,
+/// for a load run, its `loads.json`. Times are integer nanoseconds in keys ending in `_ns`;
+/// timer and noise figures are the worst CPU's (counts are summed over CPUs). A figure the
+/// summary does not have is left out.
+pub fn figures(kind: &str, summary: &Value, loads: &Value) -> Map<String, Value> {
+    let mut out = Map::new();
+    let s = summary;
+    match kind {
+        "timer" => {
+            let cpus = array(&s["cpus"]);
+            put(&mut out, "cpus", Some(cpus.len() as f64));
+            put(&mut out, "count", sum_of(cpus.iter(), |c| num(&c["count"])));
+            for (key, p) in [
+                ("p50_ns", "p50"),
+                ("p99_ns", "p99"),
+                ("p99.99_ns", "p99.99"),
+                ("max_ns", "max"),
+            ] {
+                put(
+                    &mut out,
+                    key,
+                    max_of(cpus.iter(), |c| num(&c["lateness_ns"][p])),
+                );
+            }
+            put(
+                &mut out,
+                "missed",
+                sum_of(cpus.iter(), |c| num(&c["missed_releases"])),
+            );
+        }
+        "noise" => {
+            let cpus = array(&s["cpus"]);
+            put(&mut out, "cpus", Some(cpus.len() as f64));
+            put(
+                &mut out,
+                "noise_share",
+                max_of(cpus.iter(), |c| num(&c["noise_share"])),
+            );
+            put(
+                &mut out,
+                "interruptions_per_s",
+                max_of(cpus.iter(), |c| num(&c["interruptions_per_s"])),
+            );
+            put(
+                &mut out,
+                "max_ns",
+                max_of(cpus.iter(), |c| num(&c["max_ns"])),
+            );
+        }
+        "hourglass" => {
+            let threads = array(&s["threads"]);
+            put(&mut out, "threads", Some(threads.len() as f64));
+            put(&mut out, "records", num(&s["trace"]["records"]));
+            put(
+                &mut out,
+                "misses",
+                sum_of(threads.iter(), |t| num(&t["misses"])),
+            );
+        }
+        "bench-copy" => {
+            let cells = array(&s["cells"]);
+            put(&mut out, "cells", Some(cells.len() as f64));
+            put(
+                &mut out,
+                "peak_bytes_per_s",
+                max_of(cells.iter(), |c| {
+                    let bytes = num(&c["size_bytes"])? * num(&c["copies_per_sample"])?.max(1.0);
+                    let ns = num(&c["sample_ns"]["p50_ns"]).filter(|&n| n > 0.0)?;
+                    Some((bytes * 1e9 / ns).round())
+                }),
+            );
+        }
+        "bench-ipc" => {
+            let mechs = array(&s["mechanisms"]);
+            put(&mut out, "mechanisms", Some(mechs.len() as f64));
+            put(
+                &mut out,
+                "one_way_p50_ns",
+                min_of(mechs.iter().flat_map(|m| array(&m["cells"])), |c| {
+                    num(&c["one_way_ns"]["p50_ns"])
+                }),
+            );
+        }
+        "bench-ctxsw" => {
+            let cells = array(&s["cells"]);
+            let direct = cells
+                .iter()
+                .filter(|c| num(&c["working_set_bytes"]) == Some(0.0))
+                .chain(cells.iter());
+            put(
+                &mut out,
+                "switch_p50_ns",
+                direct.filter_map(|c| num(&c["switch_ns"]["p50_ns"])).next(),
+            );
+        }
+        "bench-file" => {
+            let passes = array(&s["passes"]);
+            put(&mut out, "passes", Some(passes.len() as f64));
+            put(
+                &mut out,
+                "peak_bytes_per_s",
+                max_of(passes.iter(), |p| {
+                    num(&p["throughput_bytes_per_s"]).map(f64::round)
+                }),
+            );
+        }
+        "bench-timer-overhead" => {
+            for k in array(&s["kinds"]) {
+                if let (Some(t), Some(o)) = (
+                    k["timer"].as_str(),
+                    num(&k["analysis"]["solution"]["overhead_ns"]),
+                ) {
+                    put(
+                        &mut out,
+                        &format!("{}_overhead_ns", t.to_ascii_lowercase()),
+                        Some(o.round()),
+                    );
+                }
+            }
+        }
+        "bench-budget" => {
+            put(&mut out, "frames", num(&s["measured"]["frames"]));
+            put(&mut out, "missed", num(&s["measured"]["missed"]));
+            put(
+                &mut out,
+                "response_p99_ns",
+                num(&s["measured"]["response_ns"]["p99_ns"]),
+            );
+        }
+        _ => {}
+    }
+    let load = if kind == "load" {
+        profile(loads)
+    } else {
+        profile(&s["loads"])
+    };
+    if let Some(p) = load {
+        out.insert("load".into(), json!(p));
+    }
+    out
+}
+
+/// Parses a date given to `--since` or `--until`: `YYYY-MM-DD`, an RFC 3339 time
+/// (`2026-11-22T10:15:00Z`), or an age such as `36h` or `7d` (that long before `now`). A bare
+/// date given as an upper bound means the end of that day. Returns RFC 3339 UTC with seconds,
+/// comparable with the catalog's `started_at`.
+pub fn parse_when(text: &str, upper: bool, now: SystemTime) -> Result<String, String> {
+    let t = text.trim();
+    let bad = || {
+        format!(
+            "{text}: not a date; give YYYY-MM-DD, a time such as 2026-11-22T10:15:00Z, or an age such as 36h or 7d"
+        )
+    };
+    let is_date = t.len() == 10
+        && t.char_indices().all(|(i, c)| {
+            if i == 4 || i == 7 {
+                c == '-'
+            } else {
+                c.is_ascii_digit()
+            }
+        });
+    let when = if is_date {
+        let day = humantime::parse_rfc3339(&format!("{t}T00:00:00Z")).map_err(|_| bad())?;
+        if upper {
+            day + Duration::from_secs(86_400)
+        } else {
+            day
+        }
+    } else if t.contains('-') || t.contains(':') {
+        humantime::parse_rfc3339_weak(t.trim_end_matches('Z')).map_err(|_| bad())?
+    } else {
+        let age = humantime::parse_duration(t).map_err(|_| bad())?;
+        now.checked_sub(age).ok_or_else(bad)?
+    };
+    Ok(humantime::format_rfc3339_seconds(when).to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::store::{Manifest, RunDir, RunState, Tool};
+
+    fn manifest(dir: &RunDir, kind: &str, state: RunState, started: &str) -> Manifest {
+        Manifest {
+            schema_version: store::SCHEMA_VERSION,
+            id: dir.id().to_string(),
+            kind: kind.into(),
+            tool: Tool {
+                name: "sandglass".into(),
+                version: "0.1.0".into(),
+                commit: "0".into(),
+            },
+            command_line: vec!["sandglass".into(), kind.into()],
+            state,
+            started_at: started.into(),
+            ended_at: (state != RunState::Running).then(|| started.to_string()),
+            end_detail: None,
+            system: crate::system::snapshot(),
+            clock: Value::Null,
+            config: Value::Null,
+            warnings: vec![],
+            files: vec![],
+        }
+    }
+
+    fn timer_summary() -> Value {
+        json!({
+            "kind": "timer",
+            "cpus": [
+                {"cpu": 0, "count": 1000, "missed_releases": 2,
+                 "lateness_ns": {"p50": 20000, "p99": 50000, "p99.99": 90000, "max": 120000}},
+                {"cpu": 1, "count": 1000, "missed_releases": 1,
+                 "lateness_ns": {"p50": 25000, "p99": 40000, "p99.99": 95000, "max": 100000}}
+            ],
+            "loads": [{"spec": "cpu"}, {"spec": "disk"}]
+        })
+    }
+
+    /// A finished timer run with a summary and a data file, written through `RunDir`.
+    fn timer_run(dir: &Path, started: &str) -> RunDir {
+        let r = RunDir::create(Some(dir), Path::new("."), "timer").unwrap();
+        let mut m = manifest(&r, "timer", RunState::Completed, started);
+        let summary = serde_json::to_vec_pretty(&timer_summary()).unwrap();
+        m.files.push(
+            r.write_file("summary.json", &summary, "sandglass-timer-summary/1", "s")
+                .unwrap(),
+        );
+        m.files.push(
+            r.write_file("samples.csv", b"cpu,release_ns\n0,1\n", "t/1", "samples")
+                .unwrap(),
+        );
+        r.write_manifest(&m).unwrap();
+        r
+    }
+
+    fn noise_run(dir: &Path, started: &str, state: RunState) -> RunDir {
+        let r = RunDir::create(Some(dir), Path::new("."), "noise").unwrap();
+        let mut m = manifest(&r, "noise", state, started);
+        let summary =
+            json!({"cpus": [{"noise_share": 0.01, "interruptions_per_s": 500.0, "max_ns": 2000}]});
+        m.files.push(
+            r.write_file("summary.json", summary.to_string().as_bytes(), "n/1", "s")
+                .unwrap(),
+        );
+        r.write_manifest(&m).unwrap();
+        r
+    }
+
+    #[test]
+    fn creates_a_versioned_database_in_the_base() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().join("runs");
+        let c = Catalog::open(&base).unwrap();
+        assert!(c.created());
+        assert_eq!(c.path(), base.join(FILE_NAME));
+        let v: String = c
+            .conn
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'schema_version'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(v, "1");
+        drop(c);
+        let c = Catalog::open(&base).unwrap();
+        assert!(!c.created());
+        c.conn
+            .execute(
+                "UPDATE meta SET value = '99' WHERE key = 'schema_version'",
+                [],
+            )
+            .unwrap();
+        drop(c);
+        let e = Catalog::open(&base).err().expect("newer schema refused");
+        assert!(e.to_string().contains("upgrade sandglass"), "{e}");
+    }
+
+    #[test]
+    fn indexes_a_run_with_its_key_figures() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().join("runs");
+        let run = timer_run(
+            &base.join("20261122-101500-timer-aaaa"),
+            "2026-11-22T10:15:00Z",
+        );
+        let mut c = Catalog::open(&base).unwrap();
+        let ids = c.index(run.path()).unwrap();
+        assert_eq!(ids, ["20261122-101500-timer-aaaa"]);
+        let e = c.get(&ids[0]).unwrap().expect("indexed");
+        assert_eq!(e.kind, "timer");
+        assert_eq!(e.state, "completed");
+        assert!(e.path.is_absolute());
+        assert_eq!(e.host, crate::system::snapshot().hostname);
+        assert_eq!(e.command_line, ["sandglass", "timer"]);
+        assert_eq!(e.figures["count"], 2000);
+        assert_eq!(e.figures["p50_ns"], 25000);
+        assert_eq!(e.figures["p99_ns"], 50000);
+        assert_eq!(e.figures["p99.99_ns"], 95000);
+        assert_eq!(e.figures["max_ns"], 120000);
+        assert_eq!(e.figures["missed"], 3);
+        assert_eq!(e.figures["load"], "cpu+disk");
+        // Indexing again replaces the row.
+        c.index(run.path()).unwrap();
+        assert_eq!(c.list(&Filter::default()).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn damaged_runs_are_named_and_add_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().join("runs");
+        let mut c = Catalog::open(&base).unwrap();
+        type Damage = fn(&Path);
+        let cases: [(&str, Damage, &str); 4] = [
+            (
+                "deleted",
+                |d| std::fs::remove_file(d.join("samples.csv")).unwrap(),
+                "missing",
+            ),
+            (
+                "truncated",
+                |d| std::fs::write(d.join("samples.csv"), b"cpu").unwrap(),
+                "truncated",
+            ),
+            (
+                "altered",
+                |d| std::fs::write(d.join("samples.csv"), b"cpu,release_ns\n0,2\n").unwrap(),
+                "altered",
+            ),
+            (
+                "manifest",
+                |d| std::fs::write(d.join("manifest.json"), b"{\"schema").unwrap(),
+                "damaged",
+            ),
+        ];
+        for (what, damage, needle) in cases {
+            let dir = tmp.path().join(what);
+            timer_run(&dir, "2026-11-22T10:15:00Z");
+            damage(&dir);
+            let e = c.index(&dir).expect_err(what);
+            let text = e.to_string();
+            let file = if what == "manifest" {
+                "manifest.json"
+            } else {
+                "samples.csv"
+            };
+            assert!(
+                text.contains(file) && text.contains(needle),
+                "{what}: {text}"
+            );
+            assert!(e.is_usage());
+            assert!(
+                c.list(&Filter {
+                    cells: true,
+                    ..Filter::default()
+                })
+                .unwrap()
+                .is_empty(),
+                "{what}"
+            );
+        }
+    }
+
+    #[test]
+    fn studies_are_indexed_with_their_cells_or_not_at_all() {
+        use crate::study::run::{CellRecord, CellState, StudyState};
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().join("runs");
+        let sdir = base.join("20261122-093512-study-quick-5f0e");
+        std::fs::create_dir_all(&sdir).unwrap();
+        timer_run(&sdir.join("timer-idle"), "2026-11-22T09:35:13Z");
+        noise_run(
+            &sdir.join("noise-idle"),
+            "2026-11-22T09:35:30Z",
+            RunState::Completed,
+        );
+        let study = crate::study::load("quick").expect("built-in study");
+        let cells: Vec<CellRecord> = crate::study::cells(&study.file)
+            .into_iter()
+            .enumerate()
+            .map(|(i, cell)| CellRecord {
+                labels: cell.labels(&study.file),
+                cell,
+                state: if i < 2 {
+                    CellState::Completed
+                } else {
+                    CellState::Pending
+                },
+                dir: None,
+                earlier_attempts: vec![],
+                error: None,
+                detail: None,
+                started_at: None,
+                ended_at: None,
+                seconds: None,
+                metrics: Default::default(),
+                loads: vec![],
+                warnings: vec![],
+            })
+            .collect();
+        let total = cells.len();
+        let record = StudyRecord {
+            schema_version: study_run::STATE_VERSION,
+            kind: "study".into(),
+            id: "20261122-093512-study-quick-5f0e".into(),
+            name: "quick".into(),
+            source: study.source.clone(),
+            text: study.text.clone(),
+            duration_scale: 1.0,
+            tool: Tool {
+                name: "sandglass".into(),
+                version: "0.1.0".into(),
+                commit: "0".into(),
+            },
+            command_lines: vec![vec!["sandglass".into(), "quick".into()]],
+            created_at: "2026-11-22T09:35:12Z".into(),
+            updated_at: "2026-11-22T09:36:12Z".into(),
+            state: StudyState::Interrupted,
+            detail: None,
+            system: crate::system::snapshot(),
+            cells,
+        };
+        std::fs::write(
+            sdir.join(study_run::STATE_FILE),
+            serde_json::to_vec_pretty(&record).unwrap(),
+        )
+        .unwrap();
+
+        let mut c = Catalog::open(&base).unwrap();
+        let ids = c.index(&sdir).unwrap();
+        assert_eq!(ids.len(), 3, "{ids:?}");
+        let s = c.get(&record.id).unwrap().unwrap();
+        assert_eq!(s.kind, "study");
+        assert_eq!(s.state, "interrupted");
+        assert_eq!(s.figures["cells_done"], 2);
+        assert_eq!(s.figures["cells_total"], total);
+        let cell = c.resolve(&format!("{}/timer", record.id)).unwrap();
+        assert_eq!(cell.study.as_deref(), Some(record.id.as_str()));
+        // A prefix names the study, not its cells.
+        assert_eq!(c.resolve("20261122-0935").unwrap().id, record.id);
+        assert_eq!(c.list(&Filter::default()).unwrap().len(), 1);
+        let only = Filter {
+            study: Some(record.id.clone()),
+            ..Filter::default()
+        };
+        assert_eq!(c.list(&only).unwrap().len(), 2);
+        // A cell of a study indexed on its own still names its study.
+        let cell_ids = c.index(&sdir.join("noise-idle")).unwrap();
+        assert_eq!(cell_ids, [format!("{}/noise-idle", record.id)]);
+        let e = c.remove(&cell_ids[0], false).expect_err("a cell");
+        assert!(e.to_string().contains("remove the whole study"), "{e}");
+
+        // One damaged cell: the study is refused as a whole.
+        c.forget(&record.id).unwrap();
+        std::fs::write(sdir.join("noise-idle").join("summary.json"), b"{}").unwrap();
+        let e = c.index(&sdir).expect_err("damaged cell");
+        assert!(
+            e.to_string().contains("noise-idle") && e.to_string().contains("summary.json"),
+            "{e}"
+        );
+        assert!(c
+            .list(&Filter {
+                cells: true,
+                ..Filter::default()
+            })
+            .unwrap()
+            .is_empty());
+        // A rebuild keeps the study and its intact cell, and names the damaged one.
+        let report = c.rebuild(&base).unwrap();
+        assert_eq!(report.indexed, 2);
+        assert_eq!(report.skipped.len(), 1);
+        assert!(report.skipped[0].reason.contains("summary.json"));
+    }
+
+    #[test]
+    fn lists_newest_first_with_filters_and_resolves_prefixes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().join("runs");
+        timer_run(
+            &base.join("20261120-080000-timer-aaaa"),
+            "2026-11-20T08:00:00Z",
+        );
+        timer_run(
+            &base.join("20261122-080000-timer-bbbb"),
+            "2026-11-22T08:00:00Z",
+        );
+        noise_run(
+            &base.join("20261121-080000-noise-cccc"),
+            "2026-11-21T08:00:00Z",
+            RunState::Completed,
+        );
+        noise_run(
+            &base.join("20261123-080000-noise-dddd"),
+            "2026-11-23T08:00:00Z",
+            RunState::Running,
+        );
+        std::fs::create_dir_all(base.join("not-a-run")).unwrap();
+        let mut c = Catalog::open(&base).unwrap();
+        let report = c.rebuild(&base).unwrap();
+        assert_eq!(report.indexed, 4);
+        assert_eq!(report.skipped.len(), 1);
+        assert!(
+            report.skipped[0].reason.contains("no manifest.json"),
+            "{:?}",
+            report.skipped
+        );
+        fn ids(c: &Catalog, f: &Filter) -> Vec<String> {
+            c.list(f).unwrap().into_iter().map(|e| e.id).collect()
+        }
+        assert_eq!(
+            ids(&c, &Filter::default()),
+            [
+                "20261123-080000-noise-dddd",
+                "20261122-080000-timer-bbbb",
+                "20261121-080000-noise-cccc",
+                "20261120-080000-timer-aaaa"
+            ]
+        );
+        let kind = Filter {
+            kind: Some("timer".into()),
+            ..Filter::default()
+        };
+        assert_eq!(ids(&c, &kind).len(), 2);
+        let host = Filter {
+            host: Some("no-such-host".into()),
+            ..Filter::default()
+        };
+        assert!(ids(&c, &host).is_empty());
+        let now = SystemTime::now();
+        let window = Filter {
+            since: Some(parse_when("2026-11-21", false, now).unwrap()),
+            until: Some(parse_when("2026-11-22", true, now).unwrap()),
+            ..Filter::default()
+        };
+        assert_eq!(
+            ids(&c, &window),
+            ["20261122-080000-timer-bbbb", "20261121-080000-noise-cccc"]
+        );
+
+        assert_eq!(
+            c.resolve("20261121").unwrap().id,
+            "20261121-080000-noise-cccc"
+        );
+        let e = c.resolve("202611").expect_err("ambiguous");
+        assert!(matches!(e, CatalogError::Ambiguous { count: 4, .. }), "{e}");
+        assert!(matches!(
+            c.resolve("1999").expect_err("none"),
+            CatalogError::NotFound(_)
+        ));
+        assert!(matches!(
+            c.resolve("%").expect_err("literal"),
+            CatalogError::NotFound(_)
+        ));
+
+        // rm refuses a running run unless forced, and removes directory and row.
+        let e = c
+            .remove("20261123-080000-noise-dddd", false)
+            .expect_err("running");
+        assert!(e.to_string().contains("--force"), "{e}");
+        let gone = c.remove("20261123-080000-noise-dddd", true).unwrap();
+        assert!(!gone.path.exists());
+        let gone = c.remove("20261120-080000-timer-aaaa", false).unwrap();
+        assert!(!gone.path.exists());
+        assert_eq!(ids(&c, &Filter::default()).len(), 2);
+
+        // A copy elsewhere cannot take the id of a run still in place; once the original
+        // is gone it can.
+        let copy = tmp.path().join("copy");
+        timer_run(&copy, "2026-11-22T08:00:00Z");
+        let text = std::fs::read_to_string(copy.join("manifest.json"))
+            .unwrap()
+            .replace("\"copy\"", "\"20261122-080000-timer-bbbb\"");
+        std::fs::write(copy.join("manifest.json"), text).unwrap();
+        let e = c.index(&copy).expect_err("duplicate");
+        assert!(matches!(e, CatalogError::Duplicate { .. }), "{e}");
+        std::fs::remove_dir_all(base.join("20261122-080000-timer-bbbb")).unwrap();
+        c.index(&copy).unwrap();
+        let e = c.get("20261122-080000-timer-bbbb").unwrap().unwrap();
+        assert_eq!(e.path, copy.canonicalize().unwrap());
+        // The imported copy outside the base survives a rebuild.
+        let report = c.rebuild(&base).unwrap();
+        assert_eq!(report.indexed, 2, "{report:?}");
+    }
+
+    #[test]
+    fn parses_dates_times_and_ages() {
+        let now = humantime::parse_rfc3339("2026-11-22T12:00:00Z").unwrap();
+        assert_eq!(
+            parse_when("2026-11-20", false, now).unwrap(),
+            "2026-11-20T00:00:00Z"
+        );
+        assert_eq!(
+            parse_when("2026-11-20", true, now).unwrap(),
+            "2026-11-21T00:00:00Z"
+        );
+        assert_eq!(
+            parse_when("2026-11-20T10:15:00Z", false, now).unwrap(),
+            "2026-11-20T10:15:00Z"
+        );
+        assert_eq!(
+            parse_when("36h", false, now).unwrap(),
+            "2026-11-21T00:00:00Z"
+        );
+        assert_eq!(
+            parse_when("2d", false, now).unwrap(),
+            "2026-11-20T12:00:00Z"
+        );
+        for bad in ["yesterday", "2026-13-45", "2026/11/20", ""] {
+            let e = parse_when(bad, false, now).expect_err(bad);
+            assert!(e.contains("YYYY-MM-DD"), "{e}");
+        }
+    }
+
+    #[test]
+    fn figures_of_every_kind() {
+        let f = figures(
+            "noise",
+            &json!({"cpus": [
+                {"noise_share": 0.02, "interruptions_per_s": 100.0, "max_ns": 5000},
+                {"noise_share": 0.03, "interruptions_per_s": 90.0, "max_ns": 7000}]}),
+            &Value::Null,
+        );
+        assert_eq!(f["noise_share"], 0.03);
+        assert_eq!(f["interruptions_per_s"], 100);
+        assert_eq!(f["max_ns"], 7000);
+        let f = figures(
+            "hourglass",
+            &json!({"threads": [{"misses": 2}, {"misses": null}, {"misses": 1}],
+                    "trace": {"records": 544}}),
+            &Value::Null,
+        );
+        assert_eq!(
+            (
+                f["threads"].clone(),
+                f["records"].clone(),
+                f["misses"].clone()
+            ),
+            (json!(3), json!(544), json!(3))
+        );
+        let f = figures(
+            "load",
+            &Value::Null,
+            &json!([{"spec": "cpu"}, {"spec": "net:2"}]),
+        );
+        assert_eq!(f["load"], "cpu+net:2");
+        let f = figures(
+            "bench-budget",
+            &json!({"measured": {"frames": 6, "missed": 1, "response_ns": {"p99_ns": 900}}}),
+            &Value::Null,
+        );
+        assert_eq!(f["missed"], 1);
+        assert_eq!(f["response_p99_ns"], 900);
+        assert!(figures("timer", &Value::Null, &Value::Null)
+            .get("p99_ns")
+            .is_none());
+    }
+}
