@@ -305,3 +305,33 @@ pub fn register(dir: &std::path::Path) {
         );
     }
 }
+
+/// A run directory as given, or the run of that id (or unique prefix of one) in the runs
+/// directory (`./sandglass-runs`, or `$SANDGLASS_RUNS_DIR`).
+pub fn resolve_run(arg: &str) -> Result<std::path::PathBuf, String> {
+    let p = std::path::Path::new(arg);
+    if p.is_dir() {
+        return Ok(p.to_path_buf());
+    }
+    let base = sandglass::store::default_base();
+    let mut found: Vec<std::path::PathBuf> = std::fs::read_dir(&base)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter(|e| e.file_name().to_string_lossy().starts_with(arg))
+                .map(|e| e.path())
+                .filter(|p| p.is_dir())
+                .collect()
+        })
+        .unwrap_or_default();
+    match found.len() {
+        1 => Ok(found.remove(0)),
+        0 => Err(format!(
+            "{arg}: no such run directory, and no run of that id in {}",
+            base.display()
+        )),
+        n => Err(format!(
+            "{arg}: {n} runs in {} start with it; give more of the id",
+            base.display()
+        )),
+    }
+}

@@ -5,7 +5,6 @@ use crate::common::{print_json, Failure};
 use clap::Args;
 use sandglass::compare::{self, Options};
 use std::io::{self, Write};
-use std::path::{Path, PathBuf};
 
 /// Options of `sandglass compare`.
 #[derive(Args)]
@@ -36,35 +35,6 @@ pub struct CompareArgs {
 /// Every problem of compare is exit code 1: 2 means a gate was crossed.
 fn error(message: impl Into<String>) -> Failure {
     Failure::runtime(message)
-}
-
-/// A directory as given, or the run of that id (or unique prefix) in the runs directory.
-fn resolve(arg: &str) -> Result<PathBuf, Failure> {
-    let p = Path::new(arg);
-    if p.is_dir() {
-        return Ok(p.to_path_buf());
-    }
-    let base = sandglass::store::default_base();
-    let mut found: Vec<PathBuf> = std::fs::read_dir(&base)
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .filter(|e| e.file_name().to_string_lossy().starts_with(arg))
-                .map(|e| e.path())
-                .filter(|p| p.is_dir())
-                .collect()
-        })
-        .unwrap_or_default();
-    match found.len() {
-        1 => Ok(found.remove(0)),
-        0 => Err(error(format!(
-            "{arg}: no such run directory, and no run of that id in {}",
-            base.display()
-        ))),
-        n => Err(error(format!(
-            "{arg}: {n} runs in {} start with it; give more of the id",
-            base.display()
-        ))),
-    }
 }
 
 pub fn compare(a: &CompareArgs) -> Result<u8, Failure> {
@@ -99,7 +69,7 @@ pub fn compare(a: &CompareArgs) -> Result<u8, Failure> {
     };
     let mut runs = Vec::with_capacity(a.runs.len());
     for r in &a.runs {
-        let path = resolve(r)?;
+        let path = crate::common::resolve_run(r).map_err(error)?;
         runs.push(compare::load(&path).map_err(|e| error(e.to_string()))?);
     }
     let report = compare::compare(&runs, &options).map_err(|e| error(e.to_string()))?;

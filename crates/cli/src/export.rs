@@ -2,10 +2,6 @@
 //! `--csv DIR`, `--cyclictest FILE` and `--perfetto FILE`. The formats are in
 //! `docs/export.md`; the library in `sandglass_report::export` writes them.
 
-// `sandglass report RUN` flattens these flags and calls `write_exports`; until it does, the
-// module is compiled and tested without a caller.
-#![allow(dead_code)]
-
 use crate::common::Failure;
 use sandglass::store::RunReader;
 use sandglass_report::export::{csv, cyclictest, perfetto, ExportError};

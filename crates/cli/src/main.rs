@@ -11,6 +11,7 @@ mod export;
 mod hourglass;
 mod load;
 mod noise;
+mod report;
 mod runs;
 mod study;
 mod sysinfo;
@@ -63,6 +64,9 @@ enum Command {
     /// The main job, the same as `sandglass study quick`: timer latency and OS noise on every
     /// CPU, idle and under cpu+disk load, in about a minute
     Quick(study::QuickArgs),
+    /// A finished run again: its summary, or its exports for other tools (CSV, a
+    /// cyclictest histogram, a Perfetto trace)
+    Report(report::ReportArgs),
     /// The catalog of runs and studies: list, show, rm, import, rebuild
     Runs(runs::RunsArgs),
     /// Key figures of timer or noise runs side by side, regressions flagged, and gates for CI
@@ -139,6 +143,7 @@ fn main() -> ExitCode {
         Command::Noise(a) => noise::noise(a),
         Command::Compare(a) => compare::compare(a),
         Command::Runs(a) => runs::runs(a),
+        Command::Report(a) => report::report(a),
         Command::Calibrate(a) => calibrate::calibrate(a),
         Command::Sysinfo { json } => sysinfo::sysinfo(*json),
     };

@@ -504,3 +504,49 @@ fn report_command_writes_the_exports() {
     ]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// `sandglass report RUN` prints a timer run's summary again, and refuses a run with an altered
+/// file, naming it.
+#[test]
+fn report_prints_the_summary_and_refuses_a_damaged_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    let out = sandglass(&[
+        "timer",
+        "-c",
+        "0",
+        "-d",
+        "300ms",
+        "-P",
+        "o:0",
+        "-o",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let again = sandglass(&["report", dir.to_str().unwrap()]);
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    let text = String::from_utf8_lossy(&again.stdout);
+    assert!(
+        text.starts_with("sandglass timer:") && text.contains("lateness"),
+        "{text}"
+    );
+    let samples = dir.join("samples.csv");
+    let mut data = std::fs::read(&samples).unwrap();
+    data.push(b'\n');
+    std::fs::write(&samples, data).unwrap();
+    let out = sandglass(&["report", dir.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("samples.csv") && err.lines().count() == 1,
+        "{err}"
+    );
+}
