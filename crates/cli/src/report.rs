@@ -12,6 +12,9 @@ use std::io::{self, Write};
 pub struct ReportArgs {
     /// The run directory, or a run id (or a unique prefix of one) in the runs directory
     pub run: String,
+    /// Print the key figures as Markdown, for pasting into an issue (timer and noise runs)
+    #[arg(long)]
+    pub markdown: bool,
     #[command(flatten)]
     pub export: ExportFlags,
 }
@@ -41,7 +44,16 @@ pub fn report(a: &ReportArgs) -> Result<u8, Failure> {
     r.verify().map_err(|e| Failure::usage(e.to_string()))?;
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
-    let written = match r.manifest.kind.as_str() {
+    let kind = r.manifest.kind.as_str();
+    if a.markdown && !matches!(kind, "timer" | "noise") {
+        return Err(Failure::usage(format!(
+            "--markdown: {} is a run of kind {kind}; Markdown covers timer and noise runs",
+            path.display()
+        )));
+    }
+    let written = match kind {
+        "timer" if a.markdown => sandglass_report::markdown::timer(&mut out, &summary(&r)?),
+        "noise" if a.markdown => sandglass_report::markdown::noise(&mut out, &summary(&r)?),
         "timer" => sandglass_report::timer::write(&mut out, &summary(&r)?),
         "noise" => sandglass_report::noise::write(&mut out, &summary(&r)?),
         "hourglass" => sandglass_report::hourglass::write_summary(&mut out, &summary(&r)?),

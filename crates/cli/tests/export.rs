@@ -538,6 +538,17 @@ fn report_prints_the_summary_and_refuses_a_damaged_run() {
         text.starts_with("sandglass timer:") && text.contains("lateness"),
         "{text}"
     );
+    let md = sandglass(&["report", dir.to_str().unwrap(), "--markdown"]);
+    assert!(
+        md.status.success(),
+        "{}",
+        String::from_utf8_lossy(&md.stderr)
+    );
+    let md = String::from_utf8_lossy(&md.stdout);
+    assert!(
+        md.contains("| CPU | policy | releases |") && md.contains("\n| 0 |"),
+        "{md}"
+    );
     let samples = dir.join("samples.csv");
     let mut data = std::fs::read(&samples).unwrap();
     data.push(b'\n');

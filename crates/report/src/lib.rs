@@ -11,6 +11,7 @@ pub mod compare;
 pub mod export;
 pub mod hourglass;
 pub mod load;
+pub mod markdown;
 pub mod microbench;
 pub mod noise;
 pub mod study;
