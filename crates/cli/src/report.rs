@@ -64,6 +64,26 @@ pub fn report(a: &ReportArgs) -> Result<u8, Failure> {
             )))
         }
     };
+    // The whole distribution at a glance, from the run's own samples.
+    let histogram = match kind {
+        "timer" if !a.markdown => Some(("lateness of every release:", "samples.csv", 3)),
+        "noise" if !a.markdown => Some(("interruptions:", "interruptions.csv", 2)),
+        _ => None,
+    };
+    let written = written.and_then(|_| match histogram {
+        Some((title, file, column)) => {
+            let text = r
+                .read_text(file)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+            let values: Vec<i64> = text
+                .lines()
+                .skip(1)
+                .filter_map(|l| l.split(',').nth(column)?.trim().parse().ok())
+                .collect();
+            sandglass_report::text::log_histogram(&mut out, title, &values)
+        }
+        None => Ok(()),
+    });
     written
         .and_then(|_| out.flush())
         .map_err(|e| Failure::runtime(format!("writing the output: {e}")))?;

@@ -535,7 +535,9 @@ fn report_prints_the_summary_and_refuses_a_damaged_run() {
     );
     let text = String::from_utf8_lossy(&again.stdout);
     assert!(
-        text.starts_with("sandglass timer:") && text.contains("lateness"),
+        text.starts_with("sandglass timer:")
+            && text.contains("lateness")
+            && text.contains("lateness of every release:\n"),
         "{text}"
     );
     let md = sandglass(&["report", dir.to_str().unwrap(), "--markdown"]);

@@ -29,6 +29,47 @@ pub fn percent(share: f64) -> String {
     format!("{:.1}%", share * 100.0)
 }
 
+/// A compact histogram of `values` (ns) in power-of-two bins from 1 µs, one line per non-empty
+/// bin with a bar of `#` scaled to the largest bin on a log scale (so that a single outlier
+/// still shows), and the count.
+pub fn log_histogram(
+    w: &mut dyn std::io::Write,
+    title: &str,
+    values: &[i64],
+) -> std::io::Result<()> {
+    const BINS: usize = 40;
+    let mut counts = [0u64; BINS];
+    for &v in values {
+        let us = (v.max(0) as u64) / 1000;
+        let bin = if us == 0 {
+            0
+        } else {
+            (64 - us.leading_zeros()) as usize
+        };
+        counts[bin.min(BINS - 1)] += 1;
+    }
+    let Some(top) = counts.iter().copied().max().filter(|&m| m > 0) else {
+        return Ok(());
+    };
+    writeln!(w, "{title}")?;
+    let width = 40.0;
+    for (i, &n) in counts.iter().enumerate() {
+        if n == 0 {
+            continue;
+        }
+        let lo = if i == 0 { 0 } else { 1u64 << (i - 1) };
+        let bar = ((n as f64).ln_1p() / (top as f64).ln_1p() * width).ceil() as usize;
+        writeln!(
+            w,
+            "  {:>10} {:<40} {}",
+            format!("≥ {}", Nanos(lo * 1000)),
+            "#".repeat(bar.max(1)),
+            count(n)
+        )?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -41,5 +82,34 @@ mod tests {
         assert_eq!(signed(-3000), "-3 µs");
         assert_eq!(signed(1_500_000), "1.5 ms");
         assert_eq!(percent(0.987), "98.7%");
+    }
+
+    #[test]
+    fn log_histogram_bins_by_powers_of_two() {
+        let mut out = Vec::new();
+        log_histogram(&mut out, "t:", &[500, 1_500, 1_900, 3_000, 70_000]).expect("write");
+        let text = String::from_utf8(out).expect("utf8");
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "t:");
+        assert_eq!(lines.len(), 5, "{text}");
+        assert!(
+            lines[1].contains("≥ 0 ns") && lines[1].ends_with(" 1"),
+            "{text}"
+        );
+        assert!(
+            lines[2].contains("≥ 1 µs") && lines[2].ends_with(" 2"),
+            "{text}"
+        );
+        assert!(
+            lines[3].contains("≥ 2 µs") && lines[3].ends_with(" 1"),
+            "{text}"
+        );
+        assert!(
+            lines[4].contains("≥ 64 µs") && lines[4].ends_with(" 1"),
+            "{text}"
+        );
+        let mut empty = Vec::new();
+        log_histogram(&mut empty, "t:", &[]).expect("write");
+        assert!(empty.is_empty());
     }
 }
