@@ -20,7 +20,8 @@ pub fn write(w: &mut dyn Write, c: &Causes) -> io::Result<()> {
     let sampled = if c.sample_hz > 0 {
         format!("/proc sampled {} times a second", c.sample_hz)
     } else {
-        "no sampler".to_string()
+        "/proc not sampled: the sampler runs only when a CPU is free of measuring threads"
+            .to_string()
     };
     writeln!(
         w,

@@ -936,7 +936,9 @@ fn run_threads<C: Clock + Copy + Send + 'static>(
     let mut end_detail = "ran for the whole duration".to_string();
     let mut stop_since: Option<u64> = None;
     let mut last_progress = 0u64;
-    let sample_every = if job.sample_hz > 0 {
+    // The sampler reads /proc on the main thread (a few hundred microseconds a snapshot): only
+    // where the main thread has a CPU of its own, so that it never disturbs a measuring thread.
+    let sample_every = if job.sample_hz > 0 && placement.main_cpu.is_some() {
         1_000_000_000 / u64::from(job.sample_hz)
     } else {
         0
