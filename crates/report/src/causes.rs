@@ -15,6 +15,26 @@ fn seconds(ns: u64) -> String {
     format!("{:.3} s", ns as f64 / 1e9)
 }
 
+/// One unusual count, for people: a run-queue wait as a time, anything else as a count.
+pub fn abnormal(a: &sandglass::causes::explain::Abnormal) -> String {
+    if a.kind == "wait_ns" {
+        format!(
+            "{} {} (usually {})",
+            a.name,
+            Nanos(a.count),
+            Nanos(a.median)
+        )
+    } else {
+        format!(
+            "{} {} {} (usually {})",
+            a.kind,
+            a.name,
+            count(a.count),
+            count(a.median)
+        )
+    }
+}
+
 /// Writes the section; nothing when there were no spikes and no sampler.
 pub fn write(w: &mut dyn Write, c: &Causes) -> io::Result<()> {
     let sampled = if c.sample_hz > 0 {
@@ -34,28 +54,7 @@ pub fn write(w: &mut dyn Write, c: &Causes) -> io::Result<()> {
             let unusual = if s.abnormal.is_empty() {
                 "nothing unusual in the sampled counters".to_string()
             } else {
-                let parts: Vec<String> = s
-                    .abnormal
-                    .iter()
-                    .map(|a| {
-                        if a.kind == "wait_ns" {
-                            format!(
-                                "{} {} (usually {})",
-                                a.name,
-                                Nanos(a.count),
-                                Nanos(a.median)
-                            )
-                        } else {
-                            format!(
-                                "{} {} {} (usually {})",
-                                a.kind,
-                                a.name,
-                                count(a.count),
-                                count(a.median)
-                            )
-                        }
-                    })
-                    .collect();
+                let parts: Vec<String> = s.abnormal.iter().map(abnormal).collect();
                 format!("unusual then: {}", parts.join("; "))
             };
             writeln!(

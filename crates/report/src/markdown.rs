@@ -13,17 +13,7 @@ fn causes(w: &mut dyn Write, c: Option<&sandglass::causes::Causes>) -> io::Resul
     let Some(c) = c else { return Ok(()) };
     if let Some(e) = &c.explanation {
         for s in e.spikes.iter().take(5) {
-            let what: Vec<String> = s
-                .abnormal
-                .iter()
-                .map(|a| {
-                    if a.kind == "wait_ns" {
-                        format!("{} {} (usually {})", a.name, time(a.count), time(a.median))
-                    } else {
-                        format!("{} {}: {} (usually {})", a.kind, a.name, a.count, a.median)
-                    }
-                })
-                .collect();
+            let what: Vec<String> = s.abnormal.iter().map(crate::causes::abnormal).collect();
             writeln!(
                 w,
                 "- CPU {} at {:.3} s, {}: {}",

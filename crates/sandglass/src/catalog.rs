@@ -864,27 +864,21 @@ fn max_of<'a>(
     items: impl Iterator<Item = &'a Value>,
     f: impl Fn(&Value) -> Option<f64>,
 ) -> Option<f64> {
-    items
-        .filter_map(f)
-        .fold(None, |m, x| Some(m.map_or(x, |m: f64| m.max(x))))
+    items.filter_map(f).reduce(f64::max)
 }
 
 fn min_of<'a>(
     items: impl Iterator<Item = &'a Value>,
     f: impl Fn(&Value) -> Option<f64>,
 ) -> Option<f64> {
-    items
-        .filter_map(f)
-        .fold(None, |m, x| Some(m.map_or(x, |m: f64| m.min(x))))
+    items.filter_map(f).reduce(f64::min)
 }
 
 fn sum_of<'a>(
     items: impl Iterator<Item = &'a Value>,
     f: impl Fn(&Value) -> Option<f64>,
 ) -> Option<f64> {
-    items
-        .filter_map(f)
-        .fold(None, |m, x| Some(m.unwrap_or(0.0) + x))
+    items.filter_map(f).reduce(|a, b| a + b)
 }
 
 fn put(out: &mut Map<String, Value>, key: &str, v: Option<f64>) {

@@ -218,20 +218,18 @@ pub fn parse_budget(text: &str, file: &str) -> Result<BudgetSpec, String> {
             }
             Ok(v)
         };
-        let unexpected = |what: &str, present: bool, span: Option<std::ops::Range<usize>>| {
-            if present {
-                Err(here(
-                    span.unwrap_or(s.kind.span()),
-                    format!("{what} does not apply to a {kind} step"),
-                ))
-            } else {
-                Ok(())
-            }
+        // A key given where it does not belong, at its own place in the file.
+        let unexpected = |what: &str, span: Option<std::ops::Range<usize>>| match span {
+            Some(span) => Err(here(
+                span,
+                format!("{what} does not apply to a {kind} step"),
+            )),
+            None => Ok(()),
         };
         let k = match kind {
             "read" => {
-                unexpected("time", s.time.is_some(), s.time.as_ref().map(|t| t.span()))?;
-                unexpected("mech", s.mech.is_some(), s.mech.as_ref().map(|t| t.span()))?;
+                unexpected("time", s.time.as_ref().map(|t| t.span()))?;
+                unexpected("mech", s.mech.as_ref().map(|t| t.span()))?;
                 let cold = match s.cache.as_ref().map(|c| (c.get_ref().as_str(), c.span())) {
                     None | Some(("warm", _)) => false,
                     Some(("cold", _)) => true,
@@ -245,12 +243,8 @@ pub fn parse_budget(text: &str, file: &str) -> Result<BudgetSpec, String> {
                 }
             }
             "send" => {
-                unexpected("time", s.time.is_some(), s.time.as_ref().map(|t| t.span()))?;
-                unexpected(
-                    "cache",
-                    s.cache.is_some(),
-                    s.cache.as_ref().map(|t| t.span()),
-                )?;
+                unexpected("time", s.time.as_ref().map(|t| t.span()))?;
+                unexpected("cache", s.cache.as_ref().map(|t| t.span()))?;
                 let m = s.mech.as_ref().ok_or_else(|| {
                     here(s.kind.span(), "needs mech, such as mech = \"pipe\"".into())
                 })?;
@@ -262,27 +256,15 @@ pub fn parse_budget(text: &str, file: &str) -> Result<BudgetSpec, String> {
                 }
             }
             "copy" => {
-                unexpected("time", s.time.is_some(), s.time.as_ref().map(|t| t.span()))?;
-                unexpected("mech", s.mech.is_some(), s.mech.as_ref().map(|t| t.span()))?;
-                unexpected(
-                    "cache",
-                    s.cache.is_some(),
-                    s.cache.as_ref().map(|t| t.span()),
-                )?;
+                unexpected("time", s.time.as_ref().map(|t| t.span()))?;
+                unexpected("mech", s.mech.as_ref().map(|t| t.span()))?;
+                unexpected("cache", s.cache.as_ref().map(|t| t.span()))?;
                 StepKind::Copy { bytes: bytes()? }
             }
             "compute" => {
-                unexpected(
-                    "bytes",
-                    s.bytes.is_some(),
-                    s.bytes.as_ref().map(|t| t.span()),
-                )?;
-                unexpected("mech", s.mech.is_some(), s.mech.as_ref().map(|t| t.span()))?;
-                unexpected(
-                    "cache",
-                    s.cache.is_some(),
-                    s.cache.as_ref().map(|t| t.span()),
-                )?;
+                unexpected("bytes", s.bytes.as_ref().map(|t| t.span()))?;
+                unexpected("mech", s.mech.as_ref().map(|t| t.span()))?;
+                unexpected("cache", s.cache.as_ref().map(|t| t.span()))?;
                 let t = s.time.as_ref().ok_or_else(|| {
                     here(s.kind.span(), "needs time, such as time = \"2ms\"".into())
                 })?;
