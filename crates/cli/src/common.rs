@@ -234,6 +234,63 @@ pub fn print_json<T: serde::Serialize>(value: &T) -> Result<(), Failure> {
     Ok(())
 }
 
+/// `--trace`, `--trace-buffer`, `--stop-above` and `--on-threshold`, shared by `timer` and
+/// `noise`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct TraceFlags {
+    /// Record the kernel's scheduling and interrupt events on the measured CPUs (a private
+    /// tracefs instance, root) and name what ran during every spike
+    #[arg(long)]
+    pub trace: bool,
+    /// Per-CPU kernel trace buffer in KiB, with --trace
+    #[arg(long, value_name = "KB", default_value_t = sandglass::causes::tracefs::DEFAULT_BUFFER_KB, value_parser = clap::value_parser!(u64).range(64..=4_194_304))]
+    pub trace_buffer: u64,
+    /// End the run at the first delay longer than this (a late wakeup; an interruption for
+    /// noise), keeping everything measured and the trace
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+    pub stop_above: Option<String>,
+    /// At a delay above --stop-above: mark (a marker in the --trace trace), shell:COMMAND (run
+    /// with sh -c; SANDGLASS_DELAY_NS and SANDGLASS_RUN_DIR set) or continue (keep measuring);
+    /// repeatable
+    #[arg(long, value_name = "ACTION", requires = "stop_above")]
+    pub on_threshold: Vec<String>,
+}
+
+impl TraceFlags {
+    pub fn threshold(&self) -> Result<Option<sandglass::runner::Threshold>, Failure> {
+        let Some(v) = &self.stop_above else {
+            return Ok(None);
+        };
+        let above = time_arg("--stop-above", v)?;
+        if above.0 == 0 {
+            return Err(Failure::usage(format!(
+                "--stop-above {v}: give a positive time such as 500us"
+            )));
+        }
+        let actions = self
+            .on_threshold
+            .iter()
+            .map(|a| sandglass::runner::ThresholdAction::parse(a).map_err(Failure::usage))
+            .collect::<Result<Vec<_>, _>>()?;
+        if actions.contains(&sandglass::runner::ThresholdAction::Mark) && !self.trace {
+            return Err(Failure::usage(
+                "--on-threshold mark writes into the kernel trace: add --trace".to_string(),
+            ));
+        }
+        Ok(Some(sandglass::runner::Threshold {
+            above_ns: above,
+            actions,
+        }))
+    }
+
+    pub fn options(&self) -> Option<sandglass::causes::tracefs::TraceOptions> {
+        self.trace
+            .then_some(sandglass::causes::tracefs::TraceOptions {
+                buffer_kb: self.trace_buffer,
+            })
+    }
+}
+
 /// `--load`, `--load-cmd` and `--settle`, shared by the measurements.
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct LoadFlags {

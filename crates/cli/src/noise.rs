@@ -2,7 +2,7 @@
 
 use crate::common::{
     context, counter_arg, cpus_arg, exit_code_for, pm_qos_arg, policy_arg, print_json, time_arg,
-    Console, Failure, LoadFlags,
+    Console, Failure, LoadFlags, TraceFlags,
 };
 use anyhow::Context;
 use clap::Args;
@@ -61,6 +61,8 @@ pub struct NoiseArgs {
     /// switches, which explain spikes (0: none)
     #[arg(long, value_name = "HZ", default_value_t = sandglass::causes::DEFAULT_SAMPLE_HZ, value_parser = clap::value_parser!(u32).range(0..=1000))]
     pub sample_rate: u32,
+    #[command(flatten)]
+    pub trace: TraceFlags,
 }
 
 /// Turns the options into a configuration, refusing bad values with one clear line.
@@ -107,6 +109,8 @@ pub fn config(a: &NoiseArgs) -> Result<NoiseConfig, Failure> {
         counter: counter_arg(&a.counter)?,
         loads: a.loads.plan()?,
         sample_hz: a.sample_rate,
+        trace: a.trace.options(),
+        threshold: a.trace.threshold()?,
     };
     noise::validate(&c).map_err(Failure::usage)?;
     Ok(c)

@@ -178,6 +178,15 @@ fn timer_bad_input() {
     usage_error("timer -P d:1ms:10ms", "hourglass -rh");
     usage_error("timer --cpu-dma-latency soon", "microseconds");
     usage_error("timer --frobnicate", "unexpected argument '--frobnicate'");
+    usage_error("timer --stop-above 0us", "positive time");
+    usage_error("timer --stop-above soon", "--stop-above soon");
+    usage_error(
+        "timer --stop-above 1ms --on-threshold bogus",
+        "use mark (a marker",
+    );
+    usage_error("timer --stop-above 1ms --on-threshold mark", "add --trace");
+    usage_error("timer --on-threshold continue", "--stop-above");
+    usage_error("timer --trace --trace-buffer 1", "--trace-buffer");
 }
 
 #[test]
@@ -188,6 +197,7 @@ fn noise_bad_input() {
     usage_error("noise --workload memcpy:4K", "use memmove:SIZE");
     usage_error("noise -e 0", "-e 0");
     usage_error("noise -P f:0", "from 1 to 99");
+    usage_error("noise --stop-above -5us", "negative");
 }
 
 fn data(name: &str) -> String {

@@ -104,5 +104,95 @@ pub fn write(w: &mut dyn Write, c: &Causes) -> io::Result<()> {
             seconds(t.train.first_ns)
         )?;
     }
+    if let Some(k) = &c.kernel {
+        write_kernel(w, k)?;
+    }
     Ok(())
+}
+
+/// Causes listed in text, per table.
+const CAUSES: usize = 8;
+/// Handlers listed in text.
+const HANDLERS: usize = 6;
+
+/// The traced attribution: top causes by stolen time, by count and by longest single, the
+/// largest spikes one by one, and the handlers' execution times.
+fn write_kernel(w: &mut dyn Write, k: &sandglass::causes::KernelCauses) -> io::Result<()> {
+    writeln!(
+        w,
+        "traced: {} kernel events, {} lost; {} delay(s) attributed",
+        count(k.events),
+        count(k.lost_events),
+        count(k.windows)
+    )?;
+    if k.causes.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        w,
+        "  {:>4}  {:<11}  {:<40}  {:>7}  {:>12}  {:>12}",
+        "CPU", "kind", "cause", "count", "stolen", "longest"
+    )?;
+    for c in k.causes.iter().take(CAUSES) {
+        writeln!(
+            w,
+            "  {:>4}  {:<11}  {:<40}  {:>7}  {:>12}  {:>12}",
+            c.cpu,
+            c.kind.as_str(),
+            clip(&c.name, 40),
+            count(c.count),
+            Nanos(c.stolen_ns).to_string(),
+            Nanos(c.max_ns).to_string()
+        )?;
+    }
+    let named = |c: &sandglass::causes::attribute::Cause| {
+        format!("{} {} on CPU {}", c.kind.as_str(), c.name, c.cpu)
+    };
+    if let Some(c) = k.causes.iter().max_by_key(|c| (c.count, c.stolen_ns)) {
+        writeln!(w, "  most often: {} ({} delays)", named(c), count(c.count))?;
+    }
+    if let Some(c) = k.causes.iter().max_by_key(|c| (c.max_ns, c.stolen_ns)) {
+        writeln!(w, "  longest single: {} ({})", named(c), Nanos(c.max_ns))?;
+    }
+    for e in k.largest.iter().take(SHOWN) {
+        let parts: Vec<String> = e
+            .shares
+            .iter()
+            .take(4)
+            .map(|s| format!("{} {}", s.name, Nanos(s.ns)))
+            .collect();
+        writeln!(
+            w,
+            "  CPU {} at {}: {}: {}",
+            e.cpu,
+            seconds(e.start_ns),
+            Nanos(e.end_ns - e.start_ns),
+            parts.join(", ")
+        )?;
+    }
+    let mut handlers: Vec<&sandglass::causes::attribute::Handler> = k.handlers.iter().collect();
+    handlers.sort_by_key(|h| std::cmp::Reverse(h.max_ns));
+    for h in handlers.iter().take(HANDLERS) {
+        writeln!(
+            w,
+            "  handler CPU {} {} {}: {} runs, {} in all, longest {}",
+            h.cpu,
+            h.kind.as_str(),
+            h.name,
+            count(h.count),
+            Nanos(h.total_ns),
+            Nanos(h.max_ns)
+        )?;
+    }
+    Ok(())
+}
+
+fn clip(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(n - 1).collect();
+        t.push('…');
+        t
+    }
 }

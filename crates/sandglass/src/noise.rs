@@ -50,6 +50,12 @@ pub struct NoiseConfig {
     /// Snapshots per second of the `/proc` counters that explain spikes (0: none).
     #[serde(default = "crate::causes::default_sample_hz")]
     pub sample_hz: u32,
+    /// Record kernel events on the measured CPUs to attribute every spike (`--trace`).
+    #[serde(default)]
+    pub trace: Option<crate::causes::tracefs::TraceOptions>,
+    /// Stop, or act, at the first delay above a threshold (`--stop-above`, `--on-threshold`).
+    #[serde(default)]
+    pub threshold: Option<crate::runner::Threshold>,
 }
 
 /// Parses `memmove:SIZE` (SIZE in bytes, or with K, M suffixes as oslat's `-m`).
@@ -112,6 +118,8 @@ pub fn measured_cpus(c: &NoiseConfig, allowed: &[usize]) -> Result<Vec<usize>, S
         counter: c.counter,
         loads: LoadPlan::default(),
         sample_hz: 0,
+        trace: None,
+        threshold: None,
     };
     crate::timer::measured_cpus(&t, allowed)
 }
@@ -291,6 +299,8 @@ pub fn run(
         memmove_bytes: config.memmove_bytes,
         loads: &config.loads,
         sample_hz: config.sample_hz,
+        trace: config.trace,
+        threshold: config.threshold.clone(),
     };
     let mut m = runner::measure(&job, ctx, obs)?;
     let result = build(config, &cpus, &mut m);
@@ -384,24 +394,37 @@ pub fn build(config: &NoiseConfig, cpus: &[usize], m: &mut Measured) -> NoiseRes
         }
         out.push(nc);
     }
-    let per_cpu: Vec<(usize, Vec<crate::causes::trains::Spike>)> = out
-        .iter()
-        .map(|c| {
-            let gaps = c
-                .list
-                .iter()
-                .map(|i| (i.start_ns as i64, i.duration_ns as i64));
-            (c.cpu, crate::causes::spikes_of(gaps, SPIKE_NS))
-        })
-        .collect();
+    // Each CPU's interruptions of at least `threshold` ns, as spikes.
+    let spikes_above = |threshold: u64| -> Vec<(usize, Vec<crate::causes::trains::Spike>)> {
+        out.iter()
+            .map(|c| {
+                let gaps = c
+                    .list
+                    .iter()
+                    .map(|i| (i.start_ns as i64, i.duration_ns as i64));
+                (c.cpu, crate::causes::spikes_of(gaps, threshold))
+            })
+            .collect()
+    };
+    let per_cpu = spikes_above(SPIKE_NS);
     let thread_of = |cpu: usize| out.iter().position(|c| c.cpu == cpu);
-    let causes = crate::causes::analyze(
+    let mut causes = crate::causes::analyze(
         m.sampler.as_ref(),
         config.sample_hz,
         SPIKE_NS,
         &per_cpu,
         &thread_of,
     );
+    if m.kernel.is_some() {
+        // With the kernel's events, every interruption is explained, not only the spikes.
+        causes.kernel = crate::causes::attribute_run(m, &spikes_above(0));
+        warnings.extend(
+            causes
+                .kernel
+                .as_ref()
+                .and_then(crate::causes::kernel_warning),
+        );
+    }
     NoiseResult {
         schema: JSON_SCHEMA.to_string(),
         kind: "noise".to_string(),
@@ -464,6 +487,9 @@ fn write(m: &Measured, r: &NoiseResult) -> Result<(), StoreError> {
     )?);
     if let Some(rec) = &m.sampler {
         files.push(crate::causes::write_sampler(dir, rec)?);
+    }
+    if let Some(k) = r.causes.as_ref().and_then(|c| c.kernel.as_ref()) {
+        files.push(crate::causes::write_attribution(dir, k)?);
     }
     m.finish(files, &r.warnings)
 }
@@ -535,6 +561,8 @@ mod tests {
             counter: CounterChoice::Auto,
             loads: LoadPlan::default(),
             sample_hz: 0,
+            trace: None,
+            threshold: None,
         };
         let s = spec(&c, &[1, 2]);
         assert_eq!(s.records, 61 * 10_000);

@@ -19,6 +19,7 @@
 //! 5. Write: the caller turns the [`Measured`] data into its result and files, then
 //!    [`Measured::finish`] writes the final manifest.
 
+use crate::causes::tracefs::{KernelTrace, Session, TraceError, TraceOptions};
 use crate::clock::{self, Calibration, CounterInfo, CounterKind, CycleClock, RawClock};
 use crate::engine::calibrate::{self, GapChoice, LoopHistogram, LoopStats};
 use crate::engine::{
@@ -125,6 +126,12 @@ pub enum RunError {
 /// thread stuck in the kernel would, so that only the watchdog can end the run.
 pub const FAULT_ENV: &str = "SANDGLASS_FAULT";
 
+/// `fail-after-trace-start` makes a run fail once kernel tracing has started, to test that
+/// tracing is undone on every path.
+fn fault_after_trace_start() -> bool {
+    std::env::var(FAULT_ENV).ok().as_deref() == Some("fail-after-trace-start")
+}
+
 fn stuck_thread_fault() -> Option<usize> {
     std::env::var(FAULT_ENV)
         .ok()?
@@ -168,7 +175,52 @@ pub struct Job<'a> {
     /// Snapshots per second of the `/proc` counters on the measured CPUs (0: none); taken by the
     /// main thread between its waits.
     pub sample_hz: u32,
+    /// Record kernel events on the measured CPUs (`--trace`).
+    pub trace: Option<TraceOptions>,
+    /// What to do at the first delay above a threshold (`--stop-above`, `--on-threshold`).
+    pub threshold: Option<Threshold>,
 }
+
+/// An action at a delay above the threshold, as rtla's `--on-threshold`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ThresholdAction {
+    /// Write a marker into the kernel trace (with `--trace`).
+    Mark,
+    /// Run a command with `sh -c`; it gets SANDGLASS_DELAY_NS and SANDGLASS_RUN_DIR.
+    Shell(String),
+    /// Keep measuring instead of stopping.
+    Continue,
+}
+
+impl ThresholdAction {
+    /// Parses `mark`, `shell:CMD` or `continue`.
+    pub fn parse(text: &str) -> Result<ThresholdAction, String> {
+        match text {
+            "mark" => Ok(ThresholdAction::Mark),
+            "continue" => Ok(ThresholdAction::Continue),
+            _ => match text.strip_prefix("shell:") {
+                Some(cmd) if !cmd.trim().is_empty() => Ok(ThresholdAction::Shell(cmd.to_string())),
+                _ => Err(format!(
+                    "--on-threshold {text}: use mark (a marker in the --trace trace), shell:COMMAND (run it with sh -c) or continue (keep measuring)"
+                )),
+            },
+        }
+    }
+}
+
+/// A delay threshold and what to do when a measuring thread reports a delay above it (a late
+/// wakeup for timer threads, an interruption for polling threads). Without `Continue` among
+/// the actions, the run stops there and keeps everything measured, the trace included.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Threshold {
+    pub above_ns: Nanos,
+    #[serde(default)]
+    pub actions: Vec<ThresholdAction>,
+}
+
+/// Longest a `shell:` action may run after the measurement before it is killed.
+const ACTION_GRACE: Duration = Duration::from_secs(10);
 
 /// What one thread reported from its setup and run.
 #[derive(Debug)]
@@ -210,6 +262,10 @@ pub struct Measured {
     pub loads: Vec<LoadReport>,
     /// The sampler's snapshots (times in ns from the run's time zero), when it ran.
     pub sampler: Option<crate::causes::sampler::Record>,
+    /// The kernel's events on the measured CPUs, with `--trace`.
+    pub kernel: Option<KernelTrace>,
+    /// The measuring threads' ids.
+    pub tids: Vec<i32>,
 }
 
 impl Measured {
@@ -894,6 +950,47 @@ fn run_threads<C: Clock + Copy + Send + 'static>(
         }
     };
 
+    // Kernel tracing starts with every thread ready and the loads settled.
+    let mut tracing = match &job.trace {
+        None => None,
+        Some(opts) => {
+            let started = Session::create(&placement.measured.to_vec(), opts).and_then(|mut t| {
+                t.start().map_err(TraceError::Failed)?;
+                if fault_after_trace_start() {
+                    return Err(TraceError::Failed(format!(
+                        "{FAULT_ENV}=fail-after-trace-start: failing with tracing under way"
+                    )));
+                }
+                Ok(t)
+            });
+            match started {
+                Ok(t) => {
+                    obs.note(&format!(
+                        "tracing kernel events on CPU {} in {}",
+                        placement.measured,
+                        t.dir().display()
+                    ));
+                    Some(t)
+                }
+                Err(e) => {
+                    gate.set(false);
+                    for h in handles {
+                        let _ = h.join();
+                    }
+                    if let Some(r) = running_loads {
+                        r.stop();
+                    }
+                    let msg = e.to_string();
+                    let _ = fail(&dir, &mut manifest, msg.clone());
+                    return Err(match e {
+                        TraceError::Unavailable(m) => RunError::Usage(m),
+                        TraceError::Failed(m) => RunError::Failed(m),
+                    });
+                }
+            }
+        }
+    };
+
     // The main thread sleeps on its own CPU, above every measuring thread's priority when a
     // real-time thread could otherwise keep it from ending the run.
     let main_affinity = sched::get_affinity(Tid::SELF).ok();
@@ -956,6 +1053,8 @@ fn run_threads<C: Clock + Copy + Send + 'static>(
         s
     });
     let mut next_sample_ns = sample_every;
+    let mut fired_ns = 0u64;
+    let mut actions_running: Vec<std::process::Child> = Vec::new();
     loop {
         if handles.iter().all(|h| h.is_finished()) {
             break;
@@ -1001,6 +1100,58 @@ fn run_threads<C: Clock + Copy + Send + 'static>(
                 break;
             }
         }
+        if let (Some(th), None) = (&job.threshold, stop_since) {
+            let worst = progress.iter().map(|p| p.read().2).max().unwrap_or(0);
+            if worst > th.above_ns.0 && worst > fired_ns {
+                fired_ns = worst;
+                let at = Nanos(cal0.ns_for_ticks(now.saturating_sub(t0)));
+                let what = format!(
+                    "a delay of {} above --stop-above {} at {at}",
+                    Nanos(worst),
+                    th.above_ns
+                );
+                for a in &th.actions {
+                    match a {
+                        ThresholdAction::Mark => {
+                            if let Some(t) = &tracing {
+                                t.mark(&format!("sandglass: {what}"));
+                            }
+                        }
+                        ThresholdAction::Shell(cmd) => {
+                            match std::process::Command::new("sh")
+                                .args(["-c", cmd])
+                                .env("SANDGLASS_DELAY_NS", worst.to_string())
+                                .env("SANDGLASS_RUN_DIR", dir.path())
+                                .stdin(std::process::Stdio::null())
+                                .spawn()
+                            {
+                                Ok(c) => actions_running.push(c),
+                                Err(e) => {
+                                    let w = Warning::new(
+                                        WarningKind::LoadFailed,
+                                        format!("--on-threshold shell:{cmd} could not start: {e}"),
+                                    );
+                                    obs.warning(&w);
+                                    warnings.push(w);
+                                }
+                            }
+                        }
+                        ThresholdAction::Continue => {}
+                    }
+                }
+                obs.note(&what);
+                if !th.actions.contains(&ThresholdAction::Continue) {
+                    state = RunState::Interrupted;
+                    end_detail = format!("stopped at {what}");
+                    stop.store(true, Ordering::SeqCst);
+                    stop_since = Some(now);
+                }
+            }
+        }
+        // The trace is drained as the run goes only from a CPU no measuring thread uses.
+        if let (Some(t), Some(_)) = (tracing.as_mut(), placement.main_cpu) {
+            t.drain();
+        }
         let elapsed_ns = cal0.ns_for_ticks(now.saturating_sub(t0));
         if let Some(s) = sampler.as_mut() {
             if stop_since.is_none() && elapsed_ns >= next_sample_ns {
@@ -1038,6 +1189,24 @@ fn run_threads<C: Clock + Copy + Send + 'static>(
         s.sample(cal0.ns_for_ticks(clock.now().saturating_sub(t0)));
     }
     let sampler = sampler.map(|s| s.finish());
+    let kernel = tracing.map(|t| t.finish());
+    // Threshold commands get a bounded time to finish; none is left behind.
+    let deadline = std::time::Instant::now() + ACTION_GRACE;
+    for mut c in actions_running {
+        while matches!(c.try_wait(), Ok(None)) && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if matches!(c.try_wait(), Ok(None)) {
+            let _ = c.kill();
+            let w = Warning::new(
+                WarningKind::LoadFailed,
+                format!("an --on-threshold command was still running {} s after the threshold and was killed", ACTION_GRACE.as_secs()),
+            );
+            obs.warning(&w);
+            warnings.push(w);
+        }
+        let _ = c.wait();
+    }
 
     let reports: Vec<ThreadReport> = handles
         .into_iter()
@@ -1140,6 +1309,8 @@ fn run_threads<C: Clock + Copy + Send + 'static>(
         memory_locked,
         loads: load_reports,
         sampler,
+        kernel,
+        tids,
     })
 }
 

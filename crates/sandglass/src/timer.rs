@@ -64,6 +64,12 @@ pub struct TimerConfig {
     /// Snapshots per second of the `/proc` counters that explain spikes (0: none).
     #[serde(default = "crate::causes::default_sample_hz")]
     pub sample_hz: u32,
+    /// Record kernel events on the measured CPUs to attribute every spike (`--trace`).
+    #[serde(default)]
+    pub trace: Option<crate::causes::tracefs::TraceOptions>,
+    /// Stop, or act, at the first delay above a threshold (`--stop-above`, `--on-threshold`).
+    #[serde(default)]
+    pub threshold: Option<crate::runner::Threshold>,
 }
 
 /// Hourglass Table 1's thresholds (1, 5, 10 and 50 ms) with finer ones suited to `interval`:
@@ -403,6 +409,8 @@ pub fn run(
         memmove_bytes: 0,
         loads: &config.loads,
         sample_hz: config.sample_hz,
+        trace: config.trace,
+        threshold: config.threshold.clone(),
     };
     let mut m = runner::measure(&job, ctx, obs)?;
     let result = build(config, &cpus, &mut m);
@@ -526,12 +534,19 @@ pub fn build(config: &TimerConfig, cpus: &[usize], m: &mut Measured) -> TimerRes
     }
     let (threshold, per_cpu) = spikes(&out);
     let thread_of = |cpu: usize| out.iter().position(|c| c.cpu == cpu);
-    let causes = crate::causes::analyze(
+    let mut causes = crate::causes::analyze(
         m.sampler.as_ref(),
         config.sample_hz,
         threshold,
         &per_cpu,
         &thread_of,
+    );
+    causes.kernel = crate::causes::attribute_run(m, &per_cpu);
+    warnings.extend(
+        causes
+            .kernel
+            .as_ref()
+            .and_then(crate::causes::kernel_warning),
     );
     TimerResult {
         schema: JSON_SCHEMA.to_string(),
@@ -607,6 +622,9 @@ fn write(m: &Measured, r: &TimerResult) -> Result<(), StoreError> {
     if let Some(rec) = &m.sampler {
         files.push(crate::causes::write_sampler(dir, rec)?);
     }
+    if let Some(k) = r.causes.as_ref().and_then(|c| c.kernel.as_ref()) {
+        files.push(crate::causes::write_attribution(dir, k)?);
+    }
     let mut totals: Vec<(String, &Histogram<u64>)> = Vec::new();
     for c in &r.cpus {
         if let Some([lat, raw, interval]) = &c.histograms {
@@ -674,6 +692,8 @@ mod tests {
             counter: CounterChoice::Auto,
             loads: LoadPlan::default(),
             sample_hz: 0,
+            trace: None,
+            threshold: None,
         }
     }
 

@@ -5,9 +5,12 @@
 //! of spikes by the sources that were abnormal around them ([`explain`]), and the detector of
 //! periodic trains of delays ([`trains`]).
 
+pub mod attribute;
 pub mod explain;
 pub mod procfs;
 pub mod sampler;
+pub mod tracefs;
+pub mod tracefs_raw;
 pub mod trains;
 
 /// Snapshots per second taken by the sampler unless told otherwise.
@@ -44,6 +47,133 @@ pub struct Causes {
     pub explanation: Option<Explanation>,
     /// Periodic trains of spikes.
     pub trains: Vec<CpuTrain>,
+    /// The exact attribution of every spike from kernel events, with `--trace`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<KernelCauses>,
+}
+
+/// The largest windows listed one by one in a result.
+pub const MAX_LISTED_WINDOWS: usize = 20;
+
+/// The tracefs backend's attribution of a run's spikes (times in ns from the run's start).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KernelCauses {
+    /// Kernel events decoded on the measured CPUs.
+    pub events: u64,
+    /// Events the kernel's buffer lost (raise `--trace-buffer`), and records not decoded.
+    pub lost_events: u64,
+    pub undecoded: u64,
+    pub buffer_kb: u64,
+    /// The main thread's time spent reading and decoding the trace.
+    pub read_ns: u64,
+    /// A marker written at a known CLOCK_MONOTONIC time came back this far off (trace minus
+    /// clock), within `clock_uncertainty_ns`: the check that the trace and the run share a clock.
+    pub clock_offset_ns: Option<i64>,
+    pub clock_uncertainty_ns: Option<u64>,
+    /// Spikes attributed.
+    pub windows: u64,
+    /// What took the CPU during the spikes, by stolen time, largest first.
+    pub causes: Vec<attribute::Cause>,
+    /// Every handler invocation on the measured CPUs over the run, net of nesting.
+    pub handlers: Vec<attribute::Handler>,
+    /// The largest spikes, each with what ran during it.
+    pub largest: Vec<attribute::Explained>,
+    /// Every spike with what ran during it (written to `attribution.csv`).
+    #[serde(skip)]
+    pub all: Vec<attribute::Explained>,
+}
+
+/// The exact attribution of `spikes` (per CPU, times from the run's start) from the run's
+/// kernel trace, when it has one.
+pub fn attribute_run(
+    m: &crate::runner::Measured,
+    spikes: &[(usize, Vec<Spike>)],
+) -> Option<KernelCauses> {
+    let k = m.kernel.as_ref()?;
+    let zero = m.calibration.to_monotonic(m.start_tick);
+    let windows: Vec<attribute::Window> = spikes
+        .iter()
+        .flat_map(|(cpu, v)| {
+            v.iter().map(move |s| attribute::Window {
+                cpu: *cpu,
+                start_ns: zero + s.at_ns,
+                end_ns: zero + s.at_ns + s.size_ns,
+            })
+        })
+        .collect();
+    let a = attribute::attribute(&k.events, &k.cpus, &m.tids, &windows);
+    let relative = |mut e: attribute::Explained| {
+        e.start_ns = e.start_ns.saturating_sub(zero);
+        e.end_ns = e.end_ns.saturating_sub(zero);
+        e.from_ns = e.from_ns.saturating_sub(zero);
+        e
+    };
+    let all: Vec<attribute::Explained> = a.explained.into_iter().map(relative).collect();
+    let mut largest = all.clone();
+    largest.sort_by(|x, y| {
+        (y.end_ns - y.start_ns)
+            .cmp(&(x.end_ns - x.start_ns))
+            .then(x.start_ns.cmp(&y.start_ns))
+    });
+    largest.truncate(MAX_LISTED_WINDOWS);
+    Some(KernelCauses {
+        events: k.events.len() as u64,
+        lost_events: k.lost_total(),
+        undecoded: k.undecoded,
+        buffer_kb: k.buffer_kb,
+        read_ns: k.read_ns,
+        clock_offset_ns: k.clock_offset_ns,
+        clock_uncertainty_ns: k.clock_uncertainty_ns,
+        windows: a.windows,
+        causes: a.causes,
+        handlers: a.handlers,
+        largest,
+        all,
+    })
+}
+
+/// The warning for a trace that lost events, if it did.
+pub fn kernel_warning(k: &KernelCauses) -> Option<crate::warning::Warning> {
+    (k.lost_events > 0).then(|| {
+        crate::warning::Warning::new(
+            crate::warning::WarningKind::RecordsDropped,
+            format!(
+                "the kernel trace lost {} events (its buffer filled): spikes in those stretches are explained in part; raise --trace-buffer (now {} KiB per CPU)",
+                k.lost_events, k.buffer_kb
+            ),
+        )
+    })
+}
+
+/// Writes `attribution.csv`: every spike's shares, times in ns from the run's start.
+pub fn write_attribution(
+    dir: &crate::store::RunDir,
+    k: &KernelCauses,
+) -> Result<crate::store::FileEntry, crate::store::StoreError> {
+    use std::fmt::Write;
+    let mut out = String::from("cpu,start_ns,end_ns,from_ns,kind,name,ns\n");
+    let quote = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
+    for e in &k.all {
+        for sh in &e.shares {
+            let _ = writeln!(
+                out,
+                "{},{},{},{},{},{},{}",
+                e.cpu,
+                e.start_ns,
+                e.end_ns,
+                e.from_ns,
+                sh.kind.as_str(),
+                quote(&sh.name),
+                sh.ns
+            );
+        }
+    }
+    dir.write_file(
+        "attribution.csv",
+        out.as_bytes(),
+        "sandglass-attribution-csv/1",
+        "per spike (ns from the run's start; from_ns: where the CPU's busy stretch began) and what ran on its CPU then, net of nesting",
+    )
 }
 
 /// The most spikes explained one by one.
@@ -110,6 +240,7 @@ pub fn analyze(
         spikes: all.len() as u64,
         explanation: record.map(|r| explain(r, &all, MAX_EXPLAINED, thread_of)),
         trains,
+        kernel: None,
     }
 }
 

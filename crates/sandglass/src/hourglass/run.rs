@@ -22,6 +22,8 @@ pub fn run(
         memmove_bytes: 0,
         loads: &spec.loads,
         sample_hz: crate::causes::DEFAULT_SAMPLE_HZ,
+        trace: None,
+        threshold: None,
     };
     let mut m = runner::measure(&job, ctx, obs)?;
     let reports = std::mem::take(&mut m.reports);

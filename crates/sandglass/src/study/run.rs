@@ -705,6 +705,8 @@ fn run_cell(
                 counter: Default::default(),
                 loads,
                 sample_hz: crate::causes::DEFAULT_SAMPLE_HZ,
+                trace: None,
+                threshold: None,
             };
             let r = timer::run(&config, ctx, obs)?;
             let mut metrics = metrics::timer(&r, usage_pattern(study));
@@ -737,6 +739,8 @@ fn run_cell(
                 counter: Default::default(),
                 loads,
                 sample_hz: crate::causes::DEFAULT_SAMPLE_HZ,
+                trace: None,
+                threshold: None,
             };
             let r = noise::run(&config, ctx, obs)?;
             let mut metrics = metrics::noise(&r);

@@ -1,0 +1,821 @@
+//! Exact attribution of delays from kernel events: what ran on a CPU while a measured thread
+//! was kept from it, with net durations.
+//!
+//! The events of one CPU are replayed in time order to cut its time into segments, each
+//! charged to exactly one context: a task (the idle task, a measuring thread, any other thread),
+//! or an interrupt, system vector, softirq or NMI nested on top of it. Time between two events
+//! goes to the innermost context open at the time, so a handler's time excludes everything that
+//! interrupted it: the osnoise rule of net durations.
+//!
+//! A delay is a window on one CPU: a late wakeup from its release to the moment the thread read
+//! the clock, or a gap of a polling thread. When the CPU was busy at the window's start, the
+//! window reaches back to the start of that busy stretch (at most to when a measuring thread or
+//! the idle task last ran): a higher-priority thread that started before the release delayed the
+//! wakeup by its whole run, and is charged all of it. Inside a window, a thread is named
+//! `comm:pid`, an interrupt by its handler's name, a system vector by its event name
+//! (`local_timer`, `reschedule`, ...), a softirq by its vector; time in the idle task or in the
+//! measuring thread itself, and time outside the trace, is unexplained: on a virtual machine,
+//! that is where the host's steal shows.
+
+use super::tracefs_raw::Event;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+/// One kernel event on a CPU, at a CLOCK_MONOTONIC time in ns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Traced {
+    pub ts_ns: u64,
+    pub cpu: usize,
+    /// The task current when the event was recorded (the record's `common_pid`; in an
+    /// interrupt, the task it interrupted), when known.
+    pub pid: Option<i32>,
+    pub event: Event,
+}
+
+/// What a cause is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CauseKind {
+    Nmi,
+    Irq,
+    Softirq,
+    Thread,
+    Unexplained,
+}
+
+impl CauseKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CauseKind::Nmi => "nmi",
+            CauseKind::Irq => "irq",
+            CauseKind::Softirq => "softirq",
+            CauseKind::Thread => "thread",
+            CauseKind::Unexplained => "unexplained",
+        }
+    }
+}
+
+/// The softirq vectors' names, by number.
+pub const SOFTIRQ_NAMES: [&str; 10] = [
+    "HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU",
+];
+
+/// Unexplained time in the idle task: the CPU had nothing to run, yet the wakeup had not come
+/// (the timer interrupt came late: timer hardware, or on a virtual machine the host).
+pub const IDLE: &str = "cpu idle while due";
+/// Unexplained time in a measuring thread: the kernel saw it running (for a polling thread,
+/// time taken without the kernel knowing: hypervisor steal, SMI; for a timer thread, its own
+/// way back from the kernel).
+pub const MEASURED: &str = "measuring thread running";
+/// Unexplained time outside the trace (before its first or after its last event).
+pub const NOT_TRACED: &str = "not traced";
+
+/// Who a CPU's time was charged to.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Ctx {
+    /// Before the first context switch, until it says which task ran.
+    Unknown,
+    Idle,
+    Measured,
+    Thread {
+        pid: i32,
+        comm: String,
+    },
+    Irq(String),
+    Vector(String),
+    Softirq(u32),
+    Nmi,
+}
+
+impl Ctx {
+    fn task(pid: i32, comm: &str, measured: &[i32]) -> Ctx {
+        if pid == 0 {
+            Ctx::Idle
+        } else if measured.contains(&pid) {
+            Ctx::Measured
+        } else {
+            Ctx::Thread {
+                pid,
+                comm: comm.to_string(),
+            }
+        }
+    }
+
+    fn quiet(&self) -> bool {
+        matches!(self, Ctx::Idle | Ctx::Measured)
+    }
+
+    fn cause(&self) -> (CauseKind, String) {
+        match self {
+            Ctx::Unknown => (CauseKind::Unexplained, NOT_TRACED.to_string()),
+            Ctx::Idle => (CauseKind::Unexplained, IDLE.to_string()),
+            Ctx::Measured => (CauseKind::Unexplained, MEASURED.to_string()),
+            Ctx::Thread { pid, comm } => (CauseKind::Thread, format!("{comm}:{pid}")),
+            Ctx::Irq(name) | Ctx::Vector(name) => (CauseKind::Irq, name.clone()),
+            Ctx::Softirq(v) => (
+                CauseKind::Softirq,
+                SOFTIRQ_NAMES
+                    .get(*v as usize)
+                    .map(|s| s.to_string())
+                    .unwrap_or_else(|| format!("vector {v}")),
+            ),
+            Ctx::Nmi => (CauseKind::Nmi, "NMI".to_string()),
+        }
+    }
+
+    fn handler(&self) -> bool {
+        matches!(
+            self,
+            Ctx::Irq(_) | Ctx::Vector(_) | Ctx::Softirq(_) | Ctx::Nmi
+        )
+    }
+}
+
+/// A stretch of a CPU's time charged to one context; `instance` tells one handler invocation
+/// (or one stay of a task on the CPU) from the next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Segment {
+    start: u64,
+    end: u64,
+    ctx: usize,
+    instance: u64,
+}
+
+/// One CPU's time, cut into segments.
+struct Timeline {
+    segments: Vec<Segment>,
+}
+
+/// Interned contexts.
+#[derive(Default)]
+struct Contexts {
+    all: Vec<Ctx>,
+    index: HashMap<Ctx, usize>,
+}
+
+impl Contexts {
+    fn id(&mut self, c: Ctx) -> usize {
+        if let Some(&i) = self.index.get(&c) {
+            return i;
+        }
+        self.all.push(c.clone());
+        self.index.insert(c, self.all.len() - 1);
+        self.all.len() - 1
+    }
+}
+
+/// Replays one CPU's events (in time order) into segments.
+fn timeline<'a>(
+    events: impl Iterator<Item = &'a Traced>,
+    measured: &[i32],
+    ctxs: &mut Contexts,
+) -> Timeline {
+    let mut segments: Vec<Segment> = Vec::new();
+    let mut next_instance = 0u64;
+    let mut new_instance = || {
+        next_instance += 1;
+        next_instance
+    };
+    let unknown = ctxs.id(Ctx::Unknown);
+    let mut task = (unknown, new_instance());
+    let mut stack: Vec<(usize, u64)> = Vec::new();
+    let mut last: Option<u64> = None;
+    let mut seen_switch = false;
+    let mut task_pid: Option<i32> = None;
+    let mut comms: HashMap<i32, String> = HashMap::new();
+    for e in events {
+        let ts = e.ts_ns;
+        if let Some(prev) = last {
+            if ts > prev {
+                let (ctx, instance) = stack.last().copied().unwrap_or(task);
+                match segments.last_mut() {
+                    Some(s) if s.end == prev && s.ctx == ctx && s.instance == instance => {
+                        s.end = ts
+                    }
+                    _ => segments.push(Segment {
+                        start: prev,
+                        end: ts,
+                        ctx,
+                        instance,
+                    }),
+                }
+            }
+        }
+        last = Some(last.map_or(ts, |p| p.max(ts)));
+        // A switch the trace missed (the kernel drops events while RCU does not watch, as
+        // around idle): the record names the task that is current. The task changed after the
+        // last handler or switch: the task time since then is the new task's.
+        if let (Some(pid), Some(known)) = (e.pid, task_pid) {
+            if pid != known && seen_switch {
+                let comm = comms.get(&pid).cloned().unwrap_or_default();
+                let new = (ctxs.id(Ctx::task(pid, &comm, measured)), new_instance());
+                for s in segments.iter_mut().rev() {
+                    if s.ctx != task.0 || s.instance != task.1 {
+                        break;
+                    }
+                    s.ctx = new.0;
+                    s.instance = new.1;
+                }
+                task = new;
+                task_pid = Some(pid);
+            }
+        }
+        match &e.event {
+            Event::Wakeup { pid, comm, .. } => {
+                comms.insert(*pid, comm.clone());
+            }
+            Event::Switch {
+                prev_pid,
+                prev_comm,
+                next_pid,
+                next_comm,
+                ..
+            } => {
+                comms.insert(*prev_pid, prev_comm.clone());
+                comms.insert(*next_pid, next_comm.clone());
+                task_pid = Some(*next_pid);
+                if !seen_switch {
+                    // What ran before the first switch is its prev task.
+                    seen_switch = true;
+                    let before = ctxs.id(Ctx::task(*prev_pid, prev_comm, measured));
+                    for s in segments.iter_mut().filter(|s| s.ctx == unknown) {
+                        s.ctx = before;
+                    }
+                }
+                // A switch happens in task context: anything still open lost its exit.
+                stack.clear();
+                task = (
+                    ctxs.id(Ctx::task(*next_pid, next_comm, measured)),
+                    new_instance(),
+                );
+            }
+            Event::IrqEntry { name, .. } => {
+                stack.push((ctxs.id(Ctx::Irq(name.clone())), new_instance()));
+            }
+            Event::IrqExit { .. } => close(&mut stack, ctxs, &|c| matches!(c, Ctx::Irq(_))),
+            Event::VectorEntry { name, .. } => {
+                stack.push((ctxs.id(Ctx::Vector(name.clone())), new_instance()));
+            }
+            Event::VectorExit { name, .. } => close(
+                &mut stack,
+                ctxs,
+                &|c| matches!(c, Ctx::Vector(n) if n == name),
+            ),
+            Event::SoftirqEntry { vec } => {
+                stack.push((ctxs.id(Ctx::Softirq(*vec)), new_instance()));
+            }
+            Event::SoftirqExit { vec } => close(
+                &mut stack,
+                ctxs,
+                &|c| matches!(c, Ctx::Softirq(v) if v == vec),
+            ),
+            Event::Nmi { delta_ns, .. } => {
+                // One event at the NMI's end: carve its duration out of what it interrupted.
+                let d = (*delta_ns).max(0) as u64;
+                let nmi = ctxs.id(Ctx::Nmi);
+                if let Some(s) = segments.last_mut().filter(|s| s.end == ts && d > 0) {
+                    let taken = d.min(s.end - s.start);
+                    s.end -= taken;
+                    let empty = s.end == s.start;
+                    let seg = Segment {
+                        start: ts - taken,
+                        end: ts,
+                        ctx: nmi,
+                        instance: new_instance(),
+                    };
+                    if empty {
+                        *s = seg;
+                    } else {
+                        segments.push(seg);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Timeline { segments }
+}
+
+/// Pops `stack` down to the innermost entry that `f` matches; an exit without one (its entry
+/// was lost) changes nothing.
+fn close(stack: &mut Vec<(usize, u64)>, ctxs: &Contexts, f: &dyn Fn(&Ctx) -> bool) {
+    if let Some(pos) = stack.iter().rposition(|(c, _)| f(&ctxs.all[*c])) {
+        stack.truncate(pos);
+    }
+}
+
+/// A delay to explain: on `cpu`, from `start_ns` to `end_ns` (CLOCK_MONOTONIC).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Window {
+    pub cpu: usize,
+    pub start_ns: u64,
+    pub end_ns: u64,
+}
+
+/// How far back a window may reach to the start of a busy stretch.
+pub const MAX_REACH_BACK_NS: u64 = 1_000_000_000;
+
+/// One cause over a run: in how many windows it took time, how much in all, and the most in one.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cause {
+    pub cpu: usize,
+    pub kind: CauseKind,
+    pub name: String,
+    pub count: u64,
+    pub stolen_ns: u64,
+    pub max_ns: u64,
+}
+
+/// Upper bounds of the handler-duration buckets, in ns (the last bucket is open).
+pub const HANDLER_BUCKETS_NS: [u64; 11] = [
+    1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 64_000, 128_000, 256_000, 512_000, 1_024_000,
+];
+
+/// Every invocation of one interrupt, vector, softirq or NMI on a CPU over the whole trace, net of
+/// what interrupted it (LatencyMon's ISR and DPC table).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Handler {
+    pub cpu: usize,
+    pub kind: CauseKind,
+    pub name: String,
+    pub count: u64,
+    pub total_ns: u64,
+    pub max_ns: u64,
+    /// Invocations per bucket: below 1 µs, 1-2 µs, ..., 512 µs-1.024 ms, and longer.
+    pub buckets: Vec<u64>,
+}
+
+/// What took time in one window.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Share {
+    pub kind: CauseKind,
+    pub name: String,
+    pub ns: u64,
+}
+
+/// One explained window.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Explained {
+    pub cpu: usize,
+    /// The window as given, and where it starts after reaching back to its busy stretch.
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub from_ns: u64,
+    /// Largest first.
+    pub shares: Vec<Share>,
+}
+
+/// The attribution of a run's windows.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attribution {
+    pub windows: u64,
+    /// By stolen time, largest first.
+    pub causes: Vec<Cause>,
+    pub handlers: Vec<Handler>,
+    /// Every window, in the order given.
+    #[serde(skip)]
+    pub explained: Vec<Explained>,
+}
+
+/// Attributes `windows` with the trace `events` (each CPU's in time order; CPUs may be
+/// interleaved). `measured` are the measuring threads' ids. Handler statistics cover `cpus`.
+pub fn attribute(
+    events: &[Traced],
+    cpus: &[usize],
+    measured: &[i32],
+    windows: &[Window],
+) -> Attribution {
+    let mut ctxs = Contexts::default();
+    let mut totals: HashMap<(usize, CauseKind, String), Cause> = HashMap::new();
+    let mut handlers: HashMap<(usize, CauseKind, String), Handler> = HashMap::new();
+    let mut explained: Vec<Option<Explained>> = vec![None; windows.len()];
+    for &cpu in cpus {
+        let tl = timeline(events.iter().filter(|e| e.cpu == cpu), measured, &mut ctxs);
+        let segs = &tl.segments;
+        // Handlers: net time per invocation.
+        let mut per_instance: HashMap<u64, (usize, u64)> = HashMap::new();
+        for s in segs.iter().filter(|s| ctxs.all[s.ctx].handler()) {
+            per_instance.entry(s.instance).or_insert((s.ctx, 0)).1 += s.end - s.start;
+        }
+        for (ctx, ns) in per_instance.into_values() {
+            let (kind, name) = ctxs.all[ctx].cause();
+            let h = handlers
+                .entry((cpu, kind, name.clone()))
+                .or_insert_with(|| Handler {
+                    cpu,
+                    kind,
+                    name,
+                    count: 0,
+                    total_ns: 0,
+                    max_ns: 0,
+                    buckets: vec![0; HANDLER_BUCKETS_NS.len() + 1],
+                });
+            h.count += 1;
+            h.total_ns += ns;
+            h.max_ns = h.max_ns.max(ns);
+            let b = HANDLER_BUCKETS_NS.partition_point(|&ub| ub <= ns);
+            h.buckets[b] += 1;
+        }
+        for (wi, w) in windows.iter().enumerate().filter(|(_, w)| w.cpu == cpu) {
+            let e = explain_window(segs, &ctxs, w);
+            for sh in &e.shares {
+                let c = totals
+                    .entry((cpu, sh.kind, sh.name.clone()))
+                    .or_insert_with(|| Cause {
+                        cpu,
+                        kind: sh.kind,
+                        name: sh.name.clone(),
+                        count: 0,
+                        stolen_ns: 0,
+                        max_ns: 0,
+                    });
+                c.count += 1;
+                c.stolen_ns += sh.ns;
+                c.max_ns = c.max_ns.max(sh.ns);
+            }
+            explained[wi] = Some(e);
+        }
+    }
+    let mut causes: Vec<Cause> = totals.into_values().collect();
+    causes.sort_by(|a, b| {
+        b.stolen_ns
+            .cmp(&a.stolen_ns)
+            .then(a.cpu.cmp(&b.cpu))
+            .then(a.name.cmp(&b.name))
+    });
+    let mut handlers: Vec<Handler> = handlers.into_values().collect();
+    handlers.sort_by(|a, b| {
+        a.cpu
+            .cmp(&b.cpu)
+            .then(b.total_ns.cmp(&a.total_ns))
+            .then(a.name.cmp(&b.name))
+    });
+    Attribution {
+        windows: explained.iter().flatten().count() as u64,
+        causes,
+        handlers,
+        explained: explained.into_iter().flatten().collect(),
+    }
+}
+
+/// What ran during one window.
+fn explain_window(segs: &[Segment], ctxs: &Contexts, w: &Window) -> Explained {
+    let end = w.end_ns.max(w.start_ns);
+    // The first segment that ends after the window starts.
+    let mut first = segs.partition_point(|s| s.end <= w.start_ns);
+    let mut from = w.start_ns;
+    if first < segs.len() && segs[first].start <= w.start_ns && !ctxs.all[segs[first].ctx].quiet() {
+        // Busy at the start: reach back over contiguous busy segments, a bounded way.
+        let limit = w.start_ns.saturating_sub(MAX_REACH_BACK_NS);
+        while first > 0 {
+            let prev = &segs[first - 1];
+            if prev.end != segs[first].start || ctxs.all[prev.ctx].quiet() || prev.end <= limit {
+                break;
+            }
+            first -= 1;
+        }
+        from = segs[first].start.max(limit).min(w.start_ns);
+    }
+    let mut shares: Vec<(usize, u64)> = Vec::new();
+    let mut covered = 0u64;
+    for s in segs[first.min(segs.len())..]
+        .iter()
+        .take_while(|s| s.start < end)
+    {
+        let ns = s.end.min(end).saturating_sub(s.start.max(from));
+        if ns == 0 {
+            continue;
+        }
+        covered += ns;
+        match shares.iter_mut().find(|(c, _)| *c == s.ctx) {
+            Some(x) => x.1 += ns,
+            None => shares.push((s.ctx, ns)),
+        }
+    }
+    let mut out: Vec<Share> = shares
+        .into_iter()
+        .map(|(c, ns)| {
+            let (kind, name) = ctxs.all[c].cause();
+            Share { kind, name, ns }
+        })
+        .collect();
+    let missing = (end - from).saturating_sub(covered);
+    if missing > 0 {
+        match out.iter_mut().find(|s| s.name == NOT_TRACED) {
+            Some(s) => s.ns += missing,
+            None => out.push(Share {
+                kind: CauseKind::Unexplained,
+                name: NOT_TRACED.to_string(),
+                ns: missing,
+            }),
+        }
+    }
+    out.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.name.cmp(&b.name)));
+    Explained {
+        cpu: w.cpu,
+        start_ns: w.start_ns,
+        end_ns: w.end_ns,
+        from_ns: from,
+        shares: out,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(ts_ns: u64, event: Event) -> Traced {
+        Traced {
+            ts_ns,
+            cpu: 1,
+            pid: None,
+            event,
+        }
+    }
+
+    fn switch(ts: u64, prev: (i32, &str), next: (i32, &str)) -> Traced {
+        ev(
+            ts,
+            Event::Switch {
+                prev_pid: prev.0,
+                prev_comm: prev.1.to_string(),
+                prev_state: 0,
+                next_pid: next.0,
+                next_comm: next.1.to_string(),
+                next_prio: 120,
+            },
+        )
+    }
+
+    fn share(e: &Explained, name: &str) -> u64 {
+        e.shares
+            .iter()
+            .filter(|s| s.name == name)
+            .map(|s| s.ns)
+            .sum()
+    }
+
+    const ME: (i32, &str) = (100, "sg-timer-0");
+    const IDLE_TASK: (i32, &str) = (0, "swapper/1");
+    const HOG: (i32, &str) = (200, "hog");
+
+    /// A thread with an interrupt nested in it, a softirq after the interrupt, and a timer
+    /// vector that interrupts the softirq: every context gets its net time, and the window's
+    /// shares add up to its length.
+    #[test]
+    fn nested_handlers_get_net_time() {
+        let events = vec![
+            switch(0, ME, IDLE_TASK),
+            switch(1_000, IDLE_TASK, HOG),
+            ev(
+                2_000,
+                Event::IrqEntry {
+                    irq: 27,
+                    name: "eth0".into(),
+                },
+            ),
+            ev(5_000, Event::IrqExit { irq: 27 }),
+            ev(5_000, Event::SoftirqEntry { vec: 3 }),
+            ev(
+                6_000,
+                Event::VectorEntry {
+                    name: "local_timer".into(),
+                    vector: 236,
+                },
+            ),
+            ev(
+                7_500,
+                Event::VectorExit {
+                    name: "local_timer".into(),
+                    vector: 236,
+                },
+            ),
+            ev(9_000, Event::SoftirqExit { vec: 3 }),
+            switch(12_000, HOG, ME),
+        ];
+        let w = Window {
+            cpu: 1,
+            start_ns: 1_500,
+            end_ns: 12_500,
+        };
+        let a = attribute(&events, &[1], &[ME.0], &[w]);
+        let e = &a.explained[0];
+        // Busy with the hog at 1.5 µs: the window reaches back to the hog's start at 1 µs.
+        assert_eq!(e.from_ns, 1_000);
+        assert_eq!(share(e, "eth0"), 3_000);
+        assert_eq!(share(e, "NET_RX"), 2_500);
+        assert_eq!(share(e, "local_timer"), 1_500);
+        assert_eq!(share(e, "hog:200"), 1_000 + 3_000);
+        // After 12 µs the measuring thread ran; the trace ends there.
+        assert_eq!(share(e, NOT_TRACED), 500);
+        let total: u64 = e.shares.iter().map(|s| s.ns).sum();
+        assert_eq!(total, 12_500 - 1_000);
+        assert_eq!(a.causes[0].name, "hog:200");
+        assert_eq!(a.causes[0].kind, CauseKind::Thread);
+        let irq = a.handlers.iter().find(|h| h.name == "eth0").unwrap();
+        assert_eq!((irq.count, irq.total_ns, irq.max_ns), (1, 3_000, 3_000));
+        // 3 µs falls in the 2-4 µs bucket.
+        assert_eq!(irq.buckets[2], 1);
+    }
+
+    /// The window of a late wakeup on an idle CPU starts at the release: idle time before it is
+    /// not charged, idle time after it is unexplained, and the timer interrupt is an irq.
+    #[test]
+    fn idle_cpu_window_starts_at_the_release() {
+        let events = vec![
+            switch(0, ME, IDLE_TASK),
+            ev(
+                50_000,
+                Event::VectorEntry {
+                    name: "local_timer".into(),
+                    vector: 236,
+                },
+            ),
+            ev(
+                53_000,
+                Event::VectorExit {
+                    name: "local_timer".into(),
+                    vector: 236,
+                },
+            ),
+            switch(55_000, IDLE_TASK, ME),
+            switch(60_000, ME, IDLE_TASK),
+        ];
+        let w = Window {
+            cpu: 1,
+            start_ns: 40_000,
+            end_ns: 56_000,
+        };
+        let a = attribute(&events, &[1], &[ME.0], &[w]);
+        let e = &a.explained[0];
+        assert_eq!(e.from_ns, 40_000);
+        assert_eq!(share(e, IDLE), 10_000 + 2_000);
+        assert_eq!(share(e, "local_timer"), 3_000);
+        assert_eq!(share(e, MEASURED), 1_000);
+    }
+
+    /// A competing thread that starts while the measuring thread sleeps and runs past two
+    /// releases is charged its whole run, once, across the one window of the wakeup it delayed.
+    #[test]
+    fn a_competitor_is_charged_its_whole_run() {
+        // Period 1 ms; the competitor runs from 300 µs to 2.3 ms.
+        let events = vec![
+            switch(10_000, ME, IDLE_TASK),
+            switch(300_000, IDLE_TASK, HOG),
+            switch(2_300_000, HOG, ME),
+            switch(2_310_000, ME, IDLE_TASK),
+        ];
+        let w = Window {
+            cpu: 1,
+            start_ns: 1_000_000,
+            end_ns: 2_305_000,
+        };
+        let a = attribute(&events, &[1], &[ME.0], &[w]);
+        assert_eq!(a.causes[0].name, "hog:200");
+        assert_eq!(a.causes[0].stolen_ns, 2_000_000);
+        assert_eq!(a.causes[0].count, 1);
+    }
+
+    /// Reaching back stops at the last quiet moment and at MAX_REACH_BACK_NS.
+    #[test]
+    fn reaching_back_is_bounded() {
+        let events = vec![switch(0, IDLE_TASK, HOG), switch(3_000_000_000, HOG, ME)];
+        let w = Window {
+            cpu: 1,
+            start_ns: 2_500_000_000,
+            end_ns: 2_600_000_000,
+        };
+        let a = attribute(&events, &[1], &[ME.0], &[w]);
+        let e = &a.explained[0];
+        assert_eq!(e.from_ns, 2_500_000_000 - MAX_REACH_BACK_NS);
+        assert_eq!(share(e, "hog:200"), 100_000_000 + MAX_REACH_BACK_NS);
+    }
+
+    /// An exit whose entry was lost, and an entry whose exit was lost, do not corrupt what follows.
+    #[test]
+    fn lost_events_do_not_corrupt_the_timeline() {
+        let events = vec![
+            switch(0, ME, HOG),
+            ev(1_000, Event::IrqExit { irq: 5 }),
+            ev(2_000, Event::SoftirqEntry { vec: 9 }),
+            // The softirq's exit was lost; the next switch closes it.
+            switch(4_000, HOG, IDLE_TASK),
+            switch(10_000, IDLE_TASK, ME),
+        ];
+        let w = Window {
+            cpu: 1,
+            start_ns: 0,
+            end_ns: 10_000,
+        };
+        let a = attribute(&events, &[1], &[ME.0], &[w]);
+        let e = &a.explained[0];
+        assert_eq!(share(e, "hog:200"), 2_000);
+        assert_eq!(share(e, "RCU"), 2_000);
+        assert_eq!(share(e, IDLE), 6_000);
+    }
+
+    /// An NMI's duration is carved out of the context it interrupted.
+    #[test]
+    fn nmi_time_is_taken_from_what_it_interrupted() {
+        let events = vec![
+            switch(0, ME, HOG),
+            ev(
+                5_000,
+                Event::Nmi {
+                    handler: 0,
+                    delta_ns: 1_500,
+                },
+            ),
+            switch(8_000, HOG, ME),
+        ];
+        let w = Window {
+            cpu: 1,
+            start_ns: 0,
+            end_ns: 8_000,
+        };
+        let a = attribute(&events, &[1], &[ME.0], &[w]);
+        let e = &a.explained[0];
+        assert_eq!(share(e, "NMI"), 1_500);
+        assert_eq!(share(e, "hog:200"), 6_500);
+    }
+
+    /// The kernel drops the switch from the idle task to a woken thread on some machines; the
+    /// next records, which name the current task, put the thread's time right.
+    #[test]
+    fn a_switch_the_trace_missed_is_inferred_from_the_current_task() {
+        let with_pid = |t: Traced, pid: i32| Traced {
+            pid: Some(pid),
+            ..t
+        };
+        let timer = |ts, entry: bool| {
+            let name = "local_timer".to_string();
+            ev(
+                ts,
+                if entry {
+                    Event::VectorEntry { name, vector: 236 }
+                } else {
+                    Event::VectorExit { name, vector: 236 }
+                },
+            )
+        };
+        let events = vec![
+            with_pid(switch(0, ME, IDLE_TASK), ME.0),
+            // The hog's timer fires on the idle CPU and wakes it.
+            with_pid(timer(100_000, true), 0),
+            with_pid(
+                ev(
+                    101_000,
+                    Event::Wakeup {
+                        waking: true,
+                        pid: HOG.0,
+                        comm: HOG.1.into(),
+                        target_cpu: 1,
+                    },
+                ),
+                0,
+            ),
+            with_pid(timer(102_000, false), 0),
+            // (The switch from idle to the hog at 103 µs is missing.) A tick interrupts the hog.
+            with_pid(timer(1_000_000, true), HOG.0),
+            with_pid(timer(1_005_000, false), HOG.0),
+            with_pid(switch(2_102_000, HOG, ME), HOG.0),
+        ];
+        let w = Window {
+            cpu: 1,
+            start_ns: 500_000,
+            end_ns: 2_103_000,
+        };
+        let a = attribute(&events, &[1], &[ME.0], &[w]);
+        let e = &a.explained[0];
+        // Reaches back to the timer interrupt that woke the hog.
+        assert_eq!(e.from_ns, 100_000);
+        assert_eq!(share(e, "hog:200"), 2_102_000 - 102_000 - 5_000);
+        assert_eq!(share(e, "local_timer"), 2_000 + 5_000);
+        assert_eq!(share(e, IDLE), 0);
+    }
+
+    /// What ran before the first switch on a CPU is the first switch's previous task.
+    #[test]
+    fn time_before_the_first_switch_belongs_to_its_prev_task() {
+        let events = vec![
+            ev(
+                0,
+                Event::IrqEntry {
+                    irq: 1,
+                    name: "i8042".into(),
+                },
+            ),
+            ev(1_000, Event::IrqExit { irq: 1 }),
+            switch(5_000, HOG, ME),
+        ];
+        let w = Window {
+            cpu: 1,
+            start_ns: 0,
+            end_ns: 5_000,
+        };
+        let a = attribute(&events, &[1], &[ME.0], &[w]);
+        let e = &a.explained[0];
+        assert_eq!(share(e, "hog:200"), 4_000);
+        assert_eq!(share(e, "i8042"), 1_000);
+    }
+}

@@ -1,0 +1,528 @@
+//! The tracefs backend (`--trace`): kernel scheduling and interrupt events on the measured CPUs,
+//! recorded in a private tracing instance and read from its per-CPU binary buffers.
+//!
+//! A run creates `instances/sandglass-PID` in tracefs (mounting tracefs first if no one has),
+//! so the global trace, its events and any other user's instance are never touched. In it:
+//! `trace_clock` `mono` (CLOCK_MONOTONIC, the clock the engine's counter is calibrated against),
+//! a cpumask of the measured CPUs, the buffer size asked for, and the events of [`EVENTS`] and
+//! every `irq_vectors` entry and exit event, those that exist on this kernel. Recording starts
+//! just before the measurement and stops just after it.
+//!
+//! Events are read from `per_cpu/cpuN/trace_pipe_raw`: whole pages of binary records that the
+//! kernel copies without formatting them (reading the text `trace` file makes the kernel print
+//! every event, several times the cost; measured in BENCHMARKS.md). The main thread drains the
+//! pages while the run goes on when it has a CPU of its own, so the buffer only needs to hold
+//! the events between two drains; otherwise it reads them all after the run. Events the buffer
+//! lost are counted from the kernel's own per-CPU statistics and reported.
+//!
+//! Whatever happens, the instance is removed: when the run ends, when it fails, on Ctrl-C (the
+//! runner takes signals synchronously and returns normally) and on a panic (by `Drop`). A
+//! process killed with SIGKILL cannot clean up: its instance is removed by the next run that
+//! finds it (its name holds a process id that no longer exists).
+
+use super::attribute::Traced;
+use super::tracefs_raw::{self, Decoder, Format, PageLayout};
+use std::fs::{self, File, OpenOptions};
+use std::io::{ErrorKind, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+/// Where tracefs is mounted on current systems, and on older ones.
+pub const MOUNT_POINTS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
+
+/// Per-CPU buffer size unless told otherwise, in KiB.
+pub const DEFAULT_BUFFER_KB: u64 = 8192;
+
+/// The events recorded, when this kernel has them (`irq_vectors` events are added by listing).
+pub const EVENTS: [&str; 15] = [
+    "sched/sched_switch",
+    "sched/sched_waking",
+    "sched/sched_wakeup",
+    "irq/irq_handler_entry",
+    "irq/irq_handler_exit",
+    "irq/softirq_entry",
+    "irq/softirq_exit",
+    "nmi/nmi_handler",
+    "timer/hrtimer_expire_entry",
+    "timer/hrtimer_expire_exit",
+    "workqueue/workqueue_execute_start",
+    "workqueue/workqueue_execute_end",
+    "ipi/ipi_send_cpu",
+    "ipi/ipi_send_cpumask",
+    "ftrace/print",
+];
+
+/// The O_NONBLOCK open flag (the same value on every Linux architecture sandglass builds for
+/// but alpha, sparc and parisc).
+const O_NONBLOCK: i32 = 0o4000;
+
+/// How `--trace` is to record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TraceOptions {
+    /// Per-CPU buffer size in KiB.
+    pub buffer_kb: u64,
+}
+
+impl Default for TraceOptions {
+    fn default() -> Self {
+        TraceOptions {
+            buffer_kb: DEFAULT_BUFFER_KB,
+        }
+    }
+}
+
+/// Why tracing could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    /// Missing privilege or kernel support: the message says what to do (a usage error).
+    #[error("{0}")]
+    Unavailable(String),
+    /// Something failed while setting up or reading.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// What the kernel recorded during a run.
+#[derive(Clone, Debug, Default)]
+pub struct KernelTrace {
+    /// The CPUs traced.
+    pub cpus: Vec<usize>,
+    /// Every event, in time order on each CPU (CPUs follow each other).
+    pub events: Vec<Traced>,
+    /// Events the kernel could not keep (buffer full), per traced CPU.
+    pub lost: Vec<(usize, u64)>,
+    /// Records that could not be decoded.
+    pub undecoded: u64,
+    /// Pages and bytes read.
+    pub pages: u64,
+    pub bytes: u64,
+    /// Time the main thread spent reading and decoding, in ns.
+    pub read_ns: u64,
+    /// The events enabled.
+    pub enabled: Vec<String>,
+    pub buffer_kb: u64,
+    /// A marker written at a known CLOCK_MONOTONIC time came back with this offset (trace
+    /// time minus the midpoint of the write), in ns: the check that both share one clock.
+    pub clock_offset_ns: Option<i64>,
+    /// Half the time the marker's write took: the check's uncertainty, in ns.
+    pub clock_uncertainty_ns: Option<u64>,
+}
+
+impl KernelTrace {
+    pub fn lost_total(&self) -> u64 {
+        self.lost.iter().map(|(_, n)| n).sum()
+    }
+}
+
+/// A private tracing instance, recording or ready to.
+pub struct Session {
+    mount: PathBuf,
+    dir: PathBuf,
+    mounted_here: bool,
+    cpus: Vec<usize>,
+    pipes: Vec<(usize, File)>,
+    raw: Vec<(usize, Vec<u8>)>,
+    layout: PageLayout,
+    decoder: Decoder,
+    enabled: Vec<String>,
+    buffer_kb: u64,
+    read_ns: u64,
+    marker: Option<(u64, u64)>,
+    removed: bool,
+}
+
+/// Whether a tracefs mount is at `p`.
+fn is_tracefs(p: &Path) -> bool {
+    p.join("instances").is_dir() && p.join("trace_clock").exists()
+}
+
+/// Where tracefs is mounted; mounts it when it is not (true in the second field).
+fn find_or_mount() -> Result<(PathBuf, bool), TraceError> {
+    if let Some(p) = MOUNT_POINTS.iter().map(Path::new).find(|p| is_tracefs(p)) {
+        return Ok((p.to_path_buf(), false));
+    }
+    let target = Path::new(MOUNT_POINTS[0]);
+    let out = std::process::Command::new("mount")
+        .args(["-t", "tracefs", "nodev"])
+        .arg(target)
+        .output();
+    match out {
+        Ok(o) if o.status.success() && is_tracefs(target) => Ok((target.to_path_buf(), true)),
+        Ok(o) => Err(TraceError::Unavailable(format!(
+            "--trace: tracefs is not mounted and mounting it at {} failed ({}): run as root, or mount it yourself (mount -t tracefs nodev {0}), or drop --trace",
+            target.display(),
+            String::from_utf8_lossy(&o.stderr).trim()
+        ))),
+        Err(e) => Err(TraceError::Unavailable(format!(
+            "--trace: tracefs is not mounted and the mount command could not run ({e}): mount it (mount -t tracefs nodev {}) or drop --trace",
+            target.display()
+        ))),
+    }
+}
+
+/// The name of this process's instance.
+pub fn instance_name(pid: u32) -> String {
+    format!("sandglass-{pid}")
+}
+
+/// Removes instances left by sandglass processes that no longer exist (killed with SIGKILL);
+/// returns their names.
+pub fn remove_stale(mount: &Path) -> Vec<String> {
+    let mut removed = Vec::new();
+    let Ok(entries) = fs::read_dir(mount.join("instances")) else {
+        return removed;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix("sandglass-")
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id()
+            && !Path::new(&format!("/proc/{pid}")).exists()
+            && fs::remove_dir(e.path()).is_ok()
+        {
+            removed.push(name);
+        }
+    }
+    removed
+}
+
+/// A tracefs cpumask (comma-separated 32-bit hex groups, most significant first) of `cpus`.
+pub fn cpumask(cpus: &[usize]) -> String {
+    let top = cpus.iter().copied().max().unwrap_or(0);
+    let groups = top / 32 + 1;
+    let mut words = vec![0u32; groups];
+    for &c in cpus {
+        words[c / 32] |= 1 << (c % 32);
+    }
+    words
+        .iter()
+        .rev()
+        .map(|w| format!("{w:08x}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Reads a tracefs text file with large reads: some of them (`events/header_page`) do not
+/// continue correctly after a short first read, which `fs::read_to_string` may issue.
+fn read_text(path: &Path) -> std::io::Result<String> {
+    let mut f = File::open(path)?;
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 65536];
+    loop {
+        match f.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
+fn write_file(path: &Path, value: &str) -> Result<(), String> {
+    OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(value.as_bytes()))
+        .map_err(|e| format!("cannot write {value:?} to {}: {e}", path.display()))
+}
+
+impl Session {
+    /// Creates this process's instance for `cpus`, configured but not yet recording.
+    pub fn create(cpus: &[usize], opts: &TraceOptions) -> Result<Session, TraceError> {
+        let (mount, mounted_here) = find_or_mount()?;
+        remove_stale(&mount);
+        let dir = mount
+            .join("instances")
+            .join(instance_name(std::process::id()));
+        if let Err(e) = fs::create_dir(&dir) {
+            if mounted_here {
+                let _ = std::process::Command::new("umount").arg(&mount).status();
+            }
+            let hint = if e.kind() == ErrorKind::PermissionDenied {
+                "run as root (tracefs needs CAP_SYS_ADMIN or write access to it), or drop --trace: the sampler explains delays without privileges"
+            } else {
+                "drop --trace, or check the kernel's tracing support (CONFIG_FTRACE)"
+            };
+            return Err(TraceError::Unavailable(format!(
+                "--trace: cannot create the tracing instance {} ({e}): {hint}",
+                dir.display()
+            )));
+        }
+        let mut s = Session {
+            mount,
+            dir,
+            mounted_here,
+            cpus: cpus.to_vec(),
+            pipes: Vec::new(),
+            raw: cpus.iter().map(|&c| (c, Vec::new())).collect(),
+            layout: PageLayout {
+                commit_offset: 8,
+                commit_size: 8,
+                data_offset: 16,
+            },
+            decoder: Decoder::new(&[]),
+            enabled: Vec::new(),
+            buffer_kb: opts.buffer_kb,
+            read_ns: 0,
+            marker: None,
+            removed: false,
+        };
+        // Dropping `s` on an error removes the instance.
+        s.configure(opts).map_err(TraceError::Failed)?;
+        Ok(s)
+    }
+
+    fn configure(&mut self, opts: &TraceOptions) -> Result<(), String> {
+        let d = self.dir.clone();
+        write_file(&d.join("tracing_on"), "0")?;
+        write_file(&d.join("trace_clock"), "mono")?;
+        write_file(&d.join("buffer_size_kb"), &opts.buffer_kb.to_string())?;
+        write_file(&d.join("tracing_cpumask"), &cpumask(&self.cpus))?;
+        let header = read_text(&self.mount.join("events/header_page"))
+            .map_err(|e| format!("cannot read events/header_page: {e}"))?;
+        self.layout = tracefs_raw::parse_header_page(&header)?;
+        let mut names: Vec<String> = EVENTS.iter().map(|e| e.to_string()).collect();
+        if let Ok(rd) = fs::read_dir(d.join("events/irq_vectors")) {
+            let mut v: Vec<String> = rd
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with("_entry") || n.ends_with("_exit"))
+                .map(|n| format!("irq_vectors/{n}"))
+                .collect();
+            v.sort();
+            names.extend(v);
+        }
+        let mut formats: Vec<Format> = Vec::new();
+        for name in names {
+            let ev = d.join("events").join(&name);
+            let Some((system, _)) = name.split_once('/') else {
+                continue;
+            };
+            let Ok(text) = read_text(&ev.join("format")) else {
+                continue;
+            };
+            let format = tracefs_raw::parse_format(system, &text)
+                .map_err(|e| format!("cannot read the format of {name}: {e}"))?;
+            // ftrace/print has no enable file: trace_marker writes always reach the buffer.
+            if ev.join("enable").exists() {
+                write_file(&ev.join("enable"), "1")?;
+            }
+            formats.push(format);
+            self.enabled.push(name);
+        }
+        if !self.enabled.iter().any(|e| e == "sched/sched_switch") {
+            return Err(
+                "this kernel has no sched_switch event: --trace cannot attribute time".to_string(),
+            );
+        }
+        self.decoder = Decoder::new(&formats);
+        for &cpu in &self.cpus {
+            let p = d.join(format!("per_cpu/cpu{cpu}/trace_pipe_raw"));
+            let f = OpenOptions::new()
+                .read(true)
+                .custom_flags(O_NONBLOCK)
+                .open(&p)
+                .map_err(|e| format!("cannot open {}: {e}", p.display()))?;
+            self.pipes.push((cpu, f));
+        }
+        write_file(&d.join("trace"), "")?;
+        Ok(())
+    }
+
+    /// Starts recording, and writes a marker at a known CLOCK_MONOTONIC time from the first
+    /// traced CPU (the calling thread visits it for the write; call this before the
+    /// measurement starts).
+    pub fn start(&mut self) -> Result<(), String> {
+        use sandglass_sys::sched::{get_affinity, set_affinity, Tid};
+        write_file(&self.dir.join("tracing_on"), "1")?;
+        let before = get_affinity(Tid::SELF).ok();
+        if let Some(&cpu) = self.cpus.first() {
+            if set_affinity(Tid::SELF, &[cpu]).is_ok() {
+                self.marker = self.mark("sandglass clock check");
+            }
+        }
+        if let Some(aff) = before {
+            let _ = set_affinity(Tid::SELF, &aff);
+        }
+        Ok(())
+    }
+
+    /// Writes `text` to the trace at the CLOCK_MONOTONIC times returned (before, after).
+    pub fn mark(&self, text: &str) -> Option<(u64, u64)> {
+        use sandglass_sys::clock::{now_ns, ClockId};
+        let mut f = OpenOptions::new()
+            .write(true)
+            .open(self.dir.join("trace_marker"))
+            .ok()?;
+        let before = now_ns(ClockId::Monotonic);
+        f.write_all(text.as_bytes()).ok()?;
+        let after = now_ns(ClockId::Monotonic);
+        Some((before, after))
+    }
+
+    /// Reads the pages the kernel has filled so far.
+    pub fn drain(&mut self) {
+        use sandglass_sys::clock::{now_ns, ClockId};
+        let t0 = now_ns(ClockId::Monotonic);
+        let mut page = vec![0u8; 4096];
+        for (i, (_, f)) in self.pipes.iter_mut().enumerate() {
+            loop {
+                match f.read(&mut page) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        // A short read is a partial page; keep every page 4096 bytes long.
+                        let buf = &mut self.raw[i].1;
+                        buf.extend_from_slice(&page[..n]);
+                        buf.resize(buf.len() + (4096 - n % 4096) % 4096, 0);
+                    }
+                    Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                    Err(_) => break,
+                }
+            }
+        }
+        self.read_ns += now_ns(ClockId::Monotonic).saturating_sub(t0);
+    }
+
+    /// Stops recording, reads the rest, decodes every event, removes the instance.
+    pub fn finish(mut self) -> KernelTrace {
+        use sandglass_sys::clock::{now_ns, ClockId};
+        let _ = write_file(&self.dir.join("tracing_on"), "0");
+        self.drain();
+        let lost: Vec<(usize, u64)> = self
+            .cpus
+            .iter()
+            .map(|&c| {
+                let stats =
+                    read_text(&self.dir.join(format!("per_cpu/cpu{c}/stats"))).unwrap_or_default();
+                (c, lost_in_stats(&stats))
+            })
+            .collect();
+        let t0 = now_ns(ClockId::Monotonic);
+        let mut events = Vec::new();
+        let mut undecoded = 0u64;
+        let mut pages = 0u64;
+        let mut bytes = 0u64;
+        let mut marker_ts = None;
+        for (cpu, raw) in &self.raw {
+            bytes += raw.len() as u64;
+            for page in raw.chunks(4096) {
+                pages += 1;
+                let mut on_record = |ts: u64, rec: &[u8]| match self.decoder.decode(rec) {
+                    Ok(tracefs_raw::Event::Marker { text })
+                        if marker_ts.is_none() && text.starts_with("sandglass clock check") =>
+                    {
+                        marker_ts = Some(ts);
+                    }
+                    Ok(event) => events.push(Traced {
+                        ts_ns: ts,
+                        cpu: *cpu,
+                        // Every record starts with common_type (2 bytes), common_flags,
+                        // common_preempt_count (1 byte each) and common_pid (4 bytes).
+                        pid: rec
+                            .get(4..8)
+                            .and_then(|b| b.try_into().ok())
+                            .map(i32::from_ne_bytes),
+                        event,
+                    }),
+                    Err(_) => undecoded += 1,
+                };
+                if tracefs_raw::parse_page(page, &self.layout, &mut on_record).is_err() {
+                    undecoded += 1;
+                }
+            }
+        }
+        let read_ns = self.read_ns + now_ns(ClockId::Monotonic).saturating_sub(t0);
+        let (clock_offset_ns, clock_uncertainty_ns) = match (self.marker, marker_ts) {
+            (Some((b, a)), Some(ts)) => {
+                let mid = b / 2 + a / 2;
+                (Some(ts as i64 - mid as i64), Some((a - b) / 2))
+            }
+            _ => (None, None),
+        };
+        let out = KernelTrace {
+            cpus: self.cpus.clone(),
+            events,
+            lost,
+            undecoded,
+            pages,
+            bytes,
+            read_ns,
+            enabled: self.enabled.clone(),
+            buffer_kb: self.buffer_kb,
+            clock_offset_ns,
+            clock_uncertainty_ns,
+        };
+        self.remove();
+        out
+    }
+
+    /// The instance's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn remove(&mut self) {
+        if self.removed {
+            return;
+        }
+        self.removed = true;
+        let _ = write_file(&self.dir.join("tracing_on"), "0");
+        // The instance cannot be removed while one of its files is open.
+        self.pipes.clear();
+        let mut ok = false;
+        for _ in 0..50 {
+            if fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
+                ok = true;
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        if ok && self.mounted_here {
+            let _ = std::process::Command::new("umount")
+                .arg(&self.mount)
+                .status();
+        }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+/// Events lost on a CPU, from its `per_cpu/cpuN/stats` text: overwritten (`overrun`) and
+/// refused (`dropped events`).
+pub fn lost_in_stats(stats: &str) -> u64 {
+    stats
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .filter(|(k, _)| matches!(k.trim(), "overrun" | "dropped events"))
+        .filter_map(|(_, v)| v.trim().parse::<u64>().ok())
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpumasks() {
+        assert_eq!(cpumask(&[1]), "00000002");
+        assert_eq!(cpumask(&[0, 3]), "00000009");
+        assert_eq!(cpumask(&[33]), "00000002,00000000");
+    }
+
+    #[test]
+    fn lost_events_are_read_from_stats() {
+        let s = "entries: 12\noverrun: 3\ncommit overrun: 0\nbytes: 100\noldest event ts: 1.0\nnow ts: 2.0\ndropped events: 4\nread events: 9\n";
+        assert_eq!(lost_in_stats(s), 7);
+        assert_eq!(lost_in_stats("garbage"), 0);
+    }
+}
