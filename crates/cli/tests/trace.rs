@@ -407,3 +407,51 @@ fn stop_above_ends_the_run_and_actions_run() {
     let hit = std::fs::read_to_string(dir.join("hit")).unwrap();
     assert!(hit.trim().parse::<u64>().unwrap() > 500_000, "{hit}");
 }
+
+/// `hourglass --trace` attributes the gaps of a CPU-bound thread that a periodic real-time
+/// thread preempts: every gap after a preemption is a window, and the summary says so.
+#[test]
+fn hourglass_trace_attributes_preemption_gaps() {
+    if !tracing_available() {
+        return;
+    }
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("hg");
+    let before = tracing_state();
+    let out = Command::cargo_bin("sandglass")
+        .unwrap()
+        .args([
+            "hourglass",
+            "-n",
+            "2",
+            "-d",
+            "2s",
+            "-t",
+            "0",
+            "-p",
+            "RTHIGH",
+        ])
+        .args([
+            "-w", "PERIODIC", "2ms", "10ms", "-t", "1", "-w", "CPU", "--trace", "-o",
+        ])
+        .arg(&dir)
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("# traced: "), "{stdout}");
+    let summary = json(&dir.join("summary.json"));
+    let k = &summary["causes"]["kernel"];
+    // The CPU thread is preempted about 200 times by the periodic thread.
+    assert!(k["windows"].as_u64().unwrap() >= 150, "{k}");
+    assert!(k["events"].as_u64().unwrap() > 0, "{k}");
+    assert!(dir.join("attribution.csv").exists());
+    assert_same(&before, "ran hourglass --trace");
+}

@@ -195,6 +195,7 @@ pub fn spec(c: &TimerConfig, cpus: &[usize]) -> HourglassSpec {
         counter: c.counter,
         cpu_dma_latency_us: c.cpu_dma_latency_us,
         loads: c.loads.clone(),
+        trace: None,
     }
 }
 

@@ -96,6 +96,9 @@ pub struct HourglassSpec {
     /// `--load`, `--load-cmd`, `--settle`: loads to run around the measurement.
     #[serde(default)]
     pub loads: crate::runner::LoadPlan,
+    /// `--trace`: record kernel events on the measured CPUs and attribute every preemption gap.
+    #[serde(default)]
+    pub trace: Option<crate::causes::tracefs::TraceOptions>,
 }
 
 /// What the command line asks for.
@@ -230,6 +233,8 @@ sandglass options:
                         stress-ng:ARGS, ... (see docs/loads.md); repeatable
     --load-cmd <command> -- run a command (sh -c) as a load; repeatable
     --settle <time> -- how long loads run before the measurement (default 2s)
+    --trace -- record kernel events on the measured CPUs (root) and name what ran
+               during every preemption gap (see docs/causes.md)
     -h, --help -- this text
 
 Times are self-describing; valid examples are: 3m, 1.5s, 1020ms, 87.0us, 250ns.
@@ -423,6 +428,7 @@ pub fn parse(args: &[String]) -> Result<Command, CmdlineError> {
     let mut output_dir = None;
     let mut main_cpu = None;
     let mut allow_rt_busy = false;
+    let mut trace = None;
     let mut counter = CounterChoice::Auto;
     let mut cpu_dma_latency_us = Some(0u32);
     let mut load_specs = Vec::new();
@@ -542,6 +548,7 @@ pub fn parse(args: &[String]) -> Result<Command, CmdlineError> {
                 main_cpu = Some(c.first());
             }
             "--allow-rt-busy" => allow_rt_busy = true,
+            "--trace" => trace = Some(crate::causes::tracefs::TraceOptions::default()),
             "--load" => {
                 let v = w.value("--load", "a load profile, for example --load cpu+disk")?;
                 let specs = crate::load::parse_profile(v).map_err(|e| CmdlineError::Invalid {
@@ -713,6 +720,7 @@ pub fn parse(args: &[String]) -> Result<Command, CmdlineError> {
         output_dir,
         main_cpu,
         allow_rt_busy,
+        trace,
         counter,
         cpu_dma_latency_us,
         loads: crate::runner::LoadPlan {

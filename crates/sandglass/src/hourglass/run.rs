@@ -22,7 +22,7 @@ pub fn run(
         memmove_bytes: 0,
         loads: &spec.loads,
         sample_hz: crate::causes::DEFAULT_SAMPLE_HZ,
-        trace: None,
+        trace: spec.trace,
         threshold: None,
     };
     let mut m = runner::measure(&job, ctx, obs)?;
@@ -64,6 +64,34 @@ pub const SPIKE_NS: u64 = 100_000;
 /// CPU (not because it yielded or blocked) and whose gap to the thread's next interval is at
 /// least [`SPIKE_NS`] is a spike on the CPU the interval ran on.
 fn causes(result: &HourglassResult, m: &Measured) -> crate::causes::Causes {
+    let per_cpu = preemption_gaps(result, SPIKE_NS);
+    // The first thread pinned to a CPU stands for it (threads that share a CPU share its counts).
+    let thread_of = |cpu: usize| {
+        m.placement
+            .threads
+            .iter()
+            .position(|c| c.as_ref().is_some_and(|c| c.iter().any(|x| x == cpu)))
+    };
+    let mut causes = crate::causes::analyze(
+        m.sampler.as_ref(),
+        crate::causes::DEFAULT_SAMPLE_HZ,
+        SPIKE_NS,
+        &per_cpu,
+        &thread_of,
+    );
+    if m.kernel.is_some() {
+        // With the kernel's events, every preemption gap is explained, not only the spikes.
+        causes.kernel = crate::causes::attribute_run(m, &preemption_gaps(result, 0));
+    }
+    causes
+}
+
+/// Per CPU, the gaps of at least `min_ns` after intervals that ended because the thread lost its
+/// CPU, as spikes in time order.
+fn preemption_gaps(
+    result: &HourglassResult,
+    min_ns: u64,
+) -> Vec<(usize, Vec<crate::causes::trains::Spike>)> {
     use crate::causes::trains::Spike;
     use crate::engine::trace::EndReason;
     let mut per_cpu: Vec<(usize, Vec<Spike>)> = Vec::new();
@@ -76,7 +104,7 @@ fn causes(result: &HourglassResult, m: &Measured) -> crate::causes::Causes {
             .collect();
         for w in rows.windows(2) {
             let gap = w[1].start_ns.saturating_sub(w[0].end_ns);
-            if w[0].reason != EndReason::Preempted || gap < SPIKE_NS {
+            if w[0].reason != EndReason::Preempted || gap < min_ns.max(1) {
                 continue;
             }
             let cpu = w[0].cpu as usize;
@@ -93,20 +121,7 @@ fn causes(result: &HourglassResult, m: &Measured) -> crate::causes::Causes {
     for (_, v) in &mut per_cpu {
         v.sort_by_key(|s| s.at_ns);
     }
-    // The first thread pinned to a CPU stands for it (threads that share a CPU share its counts).
-    let thread_of = |cpu: usize| {
-        m.placement
-            .threads
-            .iter()
-            .position(|c| c.as_ref().is_some_and(|c| c.iter().any(|x| x == cpu)))
-    };
-    crate::causes::analyze(
-        m.sampler.as_ref(),
-        crate::causes::DEFAULT_SAMPLE_HZ,
-        SPIKE_NS,
-        &per_cpu,
-        &thread_of,
-    )
+    per_cpu
 }
 
 fn write_run(m: &Measured, result: &HourglassResult) -> Result<(), store::StoreError> {
@@ -121,6 +136,9 @@ fn write_run(m: &Measured, result: &HourglassResult) -> Result<(), store::StoreE
     )?);
     if let Some(rec) = &m.sampler {
         files.push(crate::causes::write_sampler(dir, rec)?);
+    }
+    if let Some(k) = result.causes.as_ref().and_then(|c| c.kernel.as_ref()) {
+        files.push(crate::causes::write_attribution(dir, k)?);
     }
     if let Some(lat) = result.latency_csv() {
         files.push(dir.write_file(
