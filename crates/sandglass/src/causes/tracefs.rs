@@ -131,15 +131,36 @@ pub struct Session {
     removed: bool,
 }
 
-/// Whether a tracefs mount is at `p`.
+/// Whether a tracefs mount is at `p` (readable by this process).
 fn is_tracefs(p: &Path) -> bool {
     p.join("instances").is_dir() && p.join("trace_clock").exists()
 }
 
-/// Where tracefs is mounted; mounts it when it is not (true in the second field).
+/// The tracefs mount points listed in `/proc/mounts` text, in order.
+pub fn tracefs_mounts(mounts: &str) -> Vec<PathBuf> {
+    mounts
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() > 2 && f[2] == "tracefs").then(|| PathBuf::from(f[1]))
+        })
+        .collect()
+}
+
+/// Where tracefs is mounted; mounts it when it is not (true in the second field). A mount this
+/// process cannot read is still returned: creating the instance then says what is missing.
 fn find_or_mount() -> Result<(PathBuf, bool), TraceError> {
     if let Some(p) = MOUNT_POINTS.iter().map(Path::new).find(|p| is_tracefs(p)) {
         return Ok((p.to_path_buf(), false));
+    }
+    let mounted = tracefs_mounts(&fs::read_to_string("/proc/mounts").unwrap_or_default());
+    if let Some(p) = MOUNT_POINTS
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| mounted.contains(p))
+        .or_else(|| mounted.first().cloned())
+    {
+        return Ok((p, false));
     }
     let target = Path::new(MOUNT_POINTS[0]);
     let out = std::process::Command::new("mount")
@@ -151,7 +172,7 @@ fn find_or_mount() -> Result<(PathBuf, bool), TraceError> {
         Ok(o) => Err(TraceError::Unavailable(format!(
             "--trace: tracefs is not mounted and mounting it at {} failed ({}): run as root, or mount it yourself (mount -t tracefs nodev {0}), or drop --trace",
             target.display(),
-            String::from_utf8_lossy(&o.stderr).trim()
+            String::from_utf8_lossy(&o.stderr).lines().next().unwrap_or("").trim()
         ))),
         Err(e) => Err(TraceError::Unavailable(format!(
             "--trace: tracefs is not mounted and the mount command could not run ({e}): mount it (mount -t tracefs nodev {}) or drop --trace",
@@ -517,6 +538,19 @@ mod tests {
         assert_eq!(cpumask(&[1]), "00000002");
         assert_eq!(cpumask(&[0, 3]), "00000009");
         assert_eq!(cpumask(&[33]), "00000002,00000000");
+    }
+
+    #[test]
+    fn tracefs_mounts_are_found_in_proc_mounts() {
+        let m = "sysfs /sys sysfs rw 0 0\ntracefs /sys/kernel/tracing tracefs rw,nosuid 0 0\nnone /sys/kernel/debug/tracing tracefs rw 0 0\n";
+        assert_eq!(
+            tracefs_mounts(m),
+            vec![
+                PathBuf::from("/sys/kernel/tracing"),
+                PathBuf::from("/sys/kernel/debug/tracing")
+            ]
+        );
+        assert!(tracefs_mounts("proc /proc proc rw 0 0").is_empty());
     }
 
     #[test]
