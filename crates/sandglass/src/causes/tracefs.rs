@@ -10,7 +10,7 @@
 //!
 //! Events are read from `per_cpu/cpuN/trace_pipe_raw`: whole pages of binary records that the
 //! kernel copies without formatting them (reading the text `trace` file makes the kernel print
-//! every event, several times the cost; measured in BENCHMARKS.md). The main thread drains the
+//! every event, over a hundred times the cost; measured in BENCHMARKS.md). The main thread drains the
 //! pages while the run goes on when it has a CPU of its own, so the buffer only needs to hold
 //! the events between two drains; otherwise it reads them all after the run. Events the buffer
 //! lost are counted from the kernel's own per-CPU statistics and reported.
