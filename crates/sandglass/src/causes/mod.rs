@@ -152,7 +152,6 @@ pub fn write_attribution(
 ) -> Result<crate::store::FileEntry, crate::store::StoreError> {
     use std::fmt::Write;
     let mut out = String::from("cpu,start_ns,end_ns,from_ns,kind,name,ns\n");
-    let quote = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
     for e in &k.all {
         for sh in &e.shares {
             let _ = writeln!(
@@ -163,7 +162,7 @@ pub fn write_attribution(
                 e.end_ns,
                 e.from_ns,
                 sh.kind.as_str(),
-                quote(&sh.name),
+                csv_quote(&sh.name),
                 sh.ns
             );
         }
@@ -244,6 +243,11 @@ pub fn analyze(
     }
 }
 
+/// A CSV field in double quotes, its own quotes doubled.
+fn csv_quote(s: &str) -> String {
+    format!("\"{}\"", s.replace('"', "\"\""))
+}
+
 /// Writes `sampler.csv` into a run directory.
 pub fn write_sampler(
     dir: &crate::store::RunDir,
@@ -262,7 +266,6 @@ pub fn write_sampler(
 pub fn sampler_csv(r: &Record) -> String {
     use std::fmt::Write;
     let mut out = String::from("interval_start_ns,interval_end_ns,cpu,kind,name,count\n");
-    let quote = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
     for i in sampler::intervals(r) {
         for (c, cpu) in r.spec.cpus.iter().enumerate() {
             let mut row = |kind: &str, name: &str, n: u64| {
@@ -272,7 +275,7 @@ pub fn sampler_csv(r: &Record) -> String {
                         "{},{},{cpu},{kind},{},{n}",
                         i.start_ns,
                         i.end_ns,
-                        quote(name)
+                        csv_quote(name)
                     );
                 }
             };

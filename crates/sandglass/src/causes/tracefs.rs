@@ -56,6 +56,9 @@ pub const EVENTS: [&str; 15] = [
 /// but alpha, sparc and parisc).
 const O_NONBLOCK: i32 = 0o4000;
 
+/// The marker written at a known CLOCK_MONOTONIC time, to check that the trace shares it.
+const CLOCK_CHECK: &str = "sandglass clock check";
+
 /// How `--trace` is to record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TraceOptions {
@@ -365,7 +368,7 @@ impl Session {
         let before = get_affinity(Tid::SELF).ok();
         if let Some(&cpu) = self.cpus.first() {
             if set_affinity(Tid::SELF, &[cpu]).is_ok() {
-                self.marker = self.mark("sandglass clock check");
+                self.marker = self.mark(CLOCK_CHECK);
             }
         }
         if let Some(aff) = before {
@@ -436,7 +439,7 @@ impl Session {
                 pages += 1;
                 let mut on_record = |ts: u64, rec: &[u8]| match self.decoder.decode(rec) {
                     Ok(tracefs_raw::Event::Marker { text })
-                        if marker_ts.is_none() && text.starts_with("sandglass clock check") =>
+                        if marker_ts.is_none() && text.starts_with(CLOCK_CHECK) =>
                     {
                         marker_ts = Some(ts);
                     }
