@@ -56,7 +56,7 @@ impl ExportFlags {
 const MAX_BUCKETS: usize = 10_000_000;
 
 /// Checks a file given to `flag`: it must not exist and its directory must.
-fn output_file(flag: &str, path: &Path) -> Result<(), Failure> {
+pub(crate) fn output_file(flag: &str, path: &Path) -> Result<(), Failure> {
     if path.exists() || path.symlink_metadata().is_ok() {
         return Err(Failure::usage(format!(
             "{flag} {}: the file already exists; exports never overwrite a file, so remove it or give another name",

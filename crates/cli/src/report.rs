@@ -1,20 +1,34 @@
-//! `sandglass report RUN`: a finished run for people (its terminal summary, read back from the
-//! run directory) and for other tools (the exports of [`crate::export`]).
+//! `sandglass report RUN|STUDY`: a finished run or study for people (its terminal summary,
+//! Markdown, or a self-contained HTML page with plots, read back from the directory) and for
+//! other tools (the exports of [`crate::export`]).
 
-use crate::common::{resolve_run, Failure};
-use crate::export::{write_exports, ExportFlags};
+use crate::common::{resolve_run, time_arg, Failure};
+use crate::export::{output_file, write_exports, ExportFlags};
 use clap::Args;
 use sandglass::store::RunReader;
+use sandglass::study::run as study_run;
+use sandglass::Nanos;
+use sandglass_report::export::write_atomic;
+use sandglass_report::html;
 use std::io::{self, Write};
+use std::path::{Path, PathBuf};
 
 /// Options of `sandglass report`.
 #[derive(Args)]
 pub struct ReportArgs {
-    /// The run directory, or a run id (or a unique prefix of one) in the runs directory
+    /// The run or study directory, or an id (or a unique prefix of one) in the runs directory
     pub run: String,
-    /// Print the key figures as Markdown, for pasting into an issue (timer and noise runs)
+    /// Print the key figures as Markdown, for pasting into an issue
     #[arg(long)]
     pub markdown: bool,
+    /// Write one self-contained HTML page with plots to FILE (inline CSS and SVG; opens from
+    /// disk, no network); an existing file is never overwritten
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// The window of an Hourglass run's execution timeline in the HTML page, from the run's
+    /// start, such as 1s:50ms [default: 0:100ms]
+    #[arg(long, value_name = "START:LENGTH", requires = "html")]
+    pub window: Option<String>,
     #[command(flatten)]
     pub export: ExportFlags,
 }
@@ -31,8 +45,86 @@ fn summary<T: serde::de::DeserializeOwned>(r: &RunReader) -> Result<T, Failure> 
     })
 }
 
+/// `--window START:LENGTH`.
+fn window(text: &str) -> Result<(Nanos, Nanos), Failure> {
+    let bad = |why: String| Failure::usage(format!("--window {text}: {why}"));
+    let (a, b) = text
+        .split_once(':')
+        .ok_or_else(|| bad("write START:LENGTH, such as 1s:50ms".into()))?;
+    let start = if a.trim() == "0" {
+        Nanos::ZERO
+    } else {
+        time_arg("--window", a.trim())?
+    };
+    let length = time_arg("--window", b.trim())?;
+    if length == Nanos::ZERO {
+        return Err(bad("the length must be above zero, such as 50ms".into()));
+    }
+    Ok((start, length))
+}
+
+/// Writes `page` to `file` through a temporary name, so that no half-written page is ever
+/// seen under its name.
+fn write_page(file: &Path, page: &str) -> Result<(), Failure> {
+    write_atomic(file, |w| w.write_all(page.as_bytes()))
+        .map_err(|e| Failure::runtime(format!("--html {}: {e}", file.display())))?;
+    println!("wrote {}", file.display());
+    Ok(())
+}
+
+/// A study directory: the tables as after the run, as Markdown, or the HTML page.
+fn report_study(a: &ReportArgs, dir: &Path) -> Result<u8, Failure> {
+    if a.export.any() || a.window.is_some() {
+        return Err(Failure::usage(format!(
+            "{}: a study; the exports and --window take a run (a cell's directory inside the study)",
+            dir.display()
+        )));
+    }
+    let outcome = study_run::outcome(dir).map_err(|e| Failure::usage(e.to_string()))?;
+    if let Some(file) = &a.html {
+        output_file("--html", file)?;
+        let page = html::study::page(&outcome).map_err(|e| Failure::usage(e.to_string()))?;
+        return write_page(file, &page).map(|_| 0);
+    }
+    let stdout = io::stdout();
+    let mut out = io::BufWriter::new(stdout.lock());
+    let written = if a.markdown {
+        sandglass_report::markdown::study(&mut out, &outcome)
+    } else {
+        sandglass_report::study::write(&mut out, &outcome)
+    };
+    written
+        .and_then(|_| out.flush())
+        .map_err(|e| Failure::runtime(format!("writing the output: {e}")))?;
+    Ok(0)
+}
+
 pub fn report(a: &ReportArgs) -> Result<u8, Failure> {
     let path = resolve_run(&a.run).map_err(Failure::usage)?;
+    if path.join(study_run::STATE_FILE).is_file() {
+        return report_study(a, &path);
+    }
+    if a.html.is_some() && (a.export.any() || a.markdown) {
+        return Err(Failure::usage(
+            "--html writes a page on its own: give the exports or --markdown in another call",
+        ));
+    }
+    if let Some(file) = &a.html {
+        output_file("--html", file)?;
+        let options = html::Options {
+            window: a.window.as_deref().map(window).transpose()?,
+        };
+        let r = RunReader::open(&path).map_err(|e| Failure::usage(e.to_string()))?;
+        if options.window.is_some() && r.manifest.kind != "hourglass" {
+            return Err(Failure::usage(format!(
+                "--window: {} is a {} run; the window applies to Hourglass execution timelines",
+                path.display(),
+                r.manifest.kind
+            )));
+        }
+        let page = html::run(&r, &options).map_err(|e| Failure::usage(e.to_string()))?;
+        return write_page(file, &page).map(|_| 0);
+    }
     if a.export.any() {
         for p in write_exports(&a.export, &path)? {
             println!("wrote {}", p.display());
@@ -45,15 +137,18 @@ pub fn report(a: &ReportArgs) -> Result<u8, Failure> {
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
     let kind = r.manifest.kind.as_str();
-    if a.markdown && !matches!(kind, "timer" | "noise") {
+    if a.markdown && !matches!(kind, "timer" | "noise" | "hourglass") {
         return Err(Failure::usage(format!(
-            "--markdown: {} is a run of kind {kind}; Markdown covers timer and noise runs",
+            "--markdown: {} is a run of kind {kind}; Markdown covers timer, noise and hourglass runs and studies",
             path.display()
         )));
     }
     let written = match kind {
         "timer" if a.markdown => sandglass_report::markdown::timer(&mut out, &summary(&r)?),
         "noise" if a.markdown => sandglass_report::markdown::noise(&mut out, &summary(&r)?),
+        "hourglass" if a.markdown => {
+            sandglass_report::markdown::hourglass(&mut out, &summary(&r)?)
+        }
         "timer" => sandglass_report::timer::write(&mut out, &summary(&r)?),
         "noise" => sandglass_report::noise::write(&mut out, &summary(&r)?),
         "hourglass" => sandglass_report::hourglass::write_summary(&mut out, &summary(&r)?),

@@ -120,3 +120,112 @@ pub fn noise(w: &mut dyn Write, r: &NoiseResult) -> io::Result<()> {
     causes(w, r.causes.as_ref())?;
     warnings(w, &r.warnings)
 }
+
+/// An Hourglass run: one table row per thread, then the largest preemptions explained and
+/// the warnings.
+pub fn hourglass(
+    w: &mut dyn Write,
+    r: &sandglass::hourglass::result::HourglassResult,
+) -> io::Result<()> {
+    writeln!(
+        w,
+        "**sandglass hourglass** `{}`: {} thread(s), {} measured, gap threshold {}, {}\n",
+        r.run_id,
+        r.threads.len(),
+        r.duration_ns,
+        Nanos(r.gap.threshold_ns),
+        r.state.name()
+    )?;
+    writeln!(
+        w,
+        "| thread | workload | priority | CPU share | preemptions | hits / misses | worst response |\n|---:|---|---|---:|---:|---:|---:|"
+    )?;
+    for t in &r.threads {
+        let share = if t.active_ns > 0 {
+            t.received_ns as f64 / t.active_ns as f64
+        } else {
+            0.0
+        };
+        writeln!(
+            w,
+            "| {} | {} | {} | {:.1}% | {} | {} | {} |",
+            t.thread,
+            cell(&t.workload.to_string()),
+            cell(&t.priority),
+            share * 100.0,
+            t.preemptions,
+            match (t.hits, t.misses) {
+                (Some(h), Some(m)) => format!("{h} / {m}"),
+                _ => "-".into(),
+            },
+            t.response
+                .as_ref()
+                .map(|x| time(x.max_ns.max(0) as u64))
+                .unwrap_or_else(|| "-".into())
+        )?;
+    }
+    writeln!(w)?;
+    causes(w, r.causes.as_ref())?;
+    warnings(w, &r.warnings)
+}
+
+/// A study: each table as a Markdown table, then the cells that did not complete.
+pub fn study(w: &mut dyn Write, o: &sandglass::study::run::StudyOutcome) -> io::Result<()> {
+    let r = &o.record;
+    writeln!(
+        w,
+        "**sandglass study** `{}` ({}): {} of {} cells completed, {}",
+        r.name,
+        r.source,
+        r.count(sandglass::study::run::CellState::Completed),
+        r.cells.len(),
+        r.state.name()
+    )?;
+    for t in &o.tables {
+        writeln!(w, "\n{}\n", cell(&t.title))?;
+        if t.rows.is_empty() {
+            writeln!(w, "(no finished cell has these figures yet)")?;
+            continue;
+        }
+        write!(w, "| {} |", cell(&t.corner))?;
+        for c in &t.columns {
+            write!(w, " {} |", cell(c))?;
+        }
+        write!(w, "\n|---|")?;
+        for _ in &t.columns {
+            write!(w, "---:|")?;
+        }
+        writeln!(w)?;
+        for row in &t.rows {
+            write!(w, "| {} |", cell(&row.label))?;
+            for v in &row.values {
+                write!(
+                    w,
+                    " {} |",
+                    v.map(crate::study::figure).unwrap_or_else(|| "-".into())
+                )?;
+            }
+            writeln!(w)?;
+        }
+        if let Some(n) = &t.note {
+            writeln!(w, "\n{}", cell(n))?;
+        }
+    }
+    for c in &r.cells {
+        if !matches!(c.state, sandglass::study::run::CellState::Completed) {
+            writeln!(
+                w,
+                "\n- {} {}: {}",
+                c.cell.id,
+                c.state.name(),
+                c.error.as_deref().or(c.detail.as_deref()).unwrap_or("-")
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Text for a table cell: a `|` would end the cell.
+fn cell(s: &str) -> String {
+    s.replace('|', "\\|")
+}

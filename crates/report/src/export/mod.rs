@@ -153,6 +153,66 @@ impl Table {
     }
 }
 
+/// Streams the data rows of the run file `name` without keeping them: for each row, the
+/// columns `names` parsed as integers (an empty field is `None`), in that order. For files too
+/// large to hold as a [`Table`], such as the samples of an hour's run.
+pub(crate) fn scan<const N: usize>(
+    run: &RunReader,
+    name: &str,
+    names: [&str; N],
+    mut f: impl FnMut([Option<i64>; N]),
+) -> Result<(), ExportError> {
+    let text = run.read_text(name)?;
+    let path = run.path().join(name);
+    let mut lines = text.lines();
+    let header: Vec<&str> = match lines.next() {
+        Some(h) => h.split(',').map(str::trim).collect(),
+        None => {
+            return Err(ExportError::Format {
+                path,
+                line: 1,
+                message: "the file is empty (no header row)".into(),
+            })
+        }
+    };
+    let mut cols = [0usize; N];
+    for (slot, n) in cols.iter_mut().zip(names) {
+        *slot = header
+            .iter()
+            .position(|c| *c == n)
+            .ok_or_else(|| ExportError::Format {
+                path: path.clone(),
+                line: 1,
+                message: format!("no column '{n}' in the header ({})", header.join(",")),
+            })?;
+    }
+    let mut fields: Vec<&str> = Vec::with_capacity(header.len());
+    for (i, line) in lines.enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        fields.clear();
+        fields.extend(line.split(',').map(str::trim));
+        let mut values = [None; N];
+        for ((v, &c), n) in values.iter_mut().zip(&cols).zip(names) {
+            let field = fields.get(c).copied().ok_or_else(|| ExportError::Format {
+                path: path.clone(),
+                line: i + 2,
+                message: format!("missing column '{n}'"),
+            })?;
+            if !field.is_empty() {
+                *v = Some(field.parse().map_err(|_| ExportError::Format {
+                    path: path.clone(),
+                    line: i + 2,
+                    message: format!("'{field}' in column '{n}' is not a valid integer"),
+                })?);
+            }
+        }
+        f(values);
+    }
+    Ok(())
+}
+
 /// One row of a [`Table`].
 pub(crate) struct Row<'a> {
     table: &'a Table,

@@ -277,6 +277,30 @@ pub fn read_state(dir: &Path) -> Result<StudyRecord, StudyError> {
     Ok(record)
 }
 
+/// A study as it stands in its directory, with its tables, without running anything: for
+/// reports of finished (or stopped) studies.
+pub fn outcome(dir: &Path) -> Result<StudyOutcome, StudyError> {
+    let record = read_state(dir)?;
+    let study = super::parse(&record.text, record.source.clone()).map_err(|e| {
+        StudyError::Usage(format!(
+            "{}: the study text stored in {STATE_FILE} no longer parses ({e})",
+            dir.display()
+        ))
+    })?;
+    let tables = study
+        .file
+        .table
+        .iter()
+        .map(|t| super::table::build(t, &study.file, &record.done()))
+        .collect();
+    Ok(StudyOutcome {
+        schema: JSON_SCHEMA,
+        dir: dir.to_path_buf(),
+        record,
+        tables,
+    })
+}
+
 /// The most recent study directory under `base` that is not completed, for `--resume` without
 /// a directory.
 pub fn latest_unfinished(base: &Path) -> Result<PathBuf, StudyError> {

@@ -1,0 +1,208 @@
+//! `sandglass report --html` and `--markdown` of real runs of every kind and of a study: every
+//! plot the page promises is drawn from data, the page is self-contained, and a damaged run,
+//! an existing output file or a bad window is one error line with exit code 2 and no file.
+//!
+//! `tests/render.sh` renders the same pages in headless Chromium.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use assert_cmd::Command;
+use std::path::Path;
+use std::sync::Mutex;
+
+static MACHINE: Mutex<()> = Mutex::new(());
+
+fn lock() -> std::sync::MutexGuard<'static, ()> {
+    MACHINE.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn sandglass(dir: &Path, args: &[&str]) -> std::process::Output {
+    Command::cargo_bin("sandglass")
+        .unwrap()
+        .current_dir(dir)
+        .env("SANDGLASS_RUNS_DIR", dir.join("runs"))
+        .args(args)
+        .timeout(std::time::Duration::from_secs(120))
+        .output()
+        .unwrap()
+}
+
+fn ok(dir: &Path, args: &[&str]) -> String {
+    let out = sandglass(dir, args);
+    assert!(
+        out.status.success(),
+        "sandglass {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The `data-plot` names of the figures drawn with data, and those left empty.
+fn plots(page: &str) -> (Vec<String>, Vec<String>) {
+    let mut drawn = Vec::new();
+    let mut empty = Vec::new();
+    for part in page.split("<figure class=\"plot\"").skip(1) {
+        let end = part.find("</figure>").expect("closed figure");
+        let fig = &part[..end];
+        let name = fig
+            .split("data-plot=\"")
+            .nth(1)
+            .and_then(|s| s.split('"').next())
+            .expect("data-plot")
+            .to_string();
+        if fig.contains("data-empty=") {
+            empty.push(name);
+        } else {
+            assert!(fig.contains("<svg"), "{name}: no svg");
+            assert!(fig.contains("class=\"d\""), "{name}: no data drawn");
+            assert!(fig.contains("class=\"axis-title x\""), "{name}: no x title");
+            drawn.push(name);
+        }
+    }
+    (drawn, empty)
+}
+
+fn assert_page(page: &str, kind: &str, expected: &[&str]) {
+    assert!(page.starts_with("<!DOCTYPE html>"), "{kind}: not a page");
+    assert!(
+        page.contains(&format!("data-sandglass-kind=\"{kind}\"")),
+        "{kind}: kind"
+    );
+    // Self-contained: nothing is fetched and nothing runs.
+    assert!(!page.contains("<script"), "{kind}: script");
+    assert!(!page.contains("src="), "{kind}: external source");
+    assert!(!page.contains("<link"), "{kind}: link element");
+    let (drawn, empty) = plots(page);
+    for e in expected {
+        assert!(
+            drawn.iter().any(|d| d == e),
+            "{kind}: plot {e} missing (drawn {drawn:?}, empty {empty:?})"
+        );
+    }
+}
+
+#[test]
+fn pages_of_every_kind_draw_every_plot() {
+    let _guard = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    ok(d, &["timer", "-d", "1s", "-o", "t"]);
+    ok(d, &["noise", "-d", "1s", "-o", "n"]);
+    ok(
+        d,
+        &[
+            "hourglass",
+            "-n",
+            "2",
+            "-d",
+            "1s",
+            "-t",
+            "1",
+            "-w",
+            "PERIODIC",
+            "2ms",
+            "10ms",
+            "-o",
+            "h",
+        ],
+    );
+    ok(d, &["study", "quick", "--duration-scale", "0.1", "-o", "s"]);
+    let cases: [(&str, &str, &[&str]); 4] = [
+        (
+            "t",
+            "timer",
+            &[
+                "latency-histogram",
+                "exceedance",
+                "lateness-over-time",
+                "interarrival",
+                "mttf",
+            ],
+        ),
+        (
+            "n",
+            "noise",
+            &["noise-histogram", "exceedance", "noise-timeline"],
+        ),
+        (
+            "h",
+            "hourglass",
+            &["execution-timeline", "latency-histogram"],
+        ),
+        (
+            "s",
+            "study",
+            &["latency-histogram", "exceedance", "mttf", "noise-histogram"],
+        ),
+    ];
+    for (dir, kind, expected) in cases {
+        let file = format!("{dir}.html");
+        let out = ok(d, &["report", dir, "--html", &file]);
+        assert!(out.contains(&file), "{out}");
+        let page = std::fs::read_to_string(d.join(&file)).unwrap();
+        assert_page(&page, kind, expected);
+        // Markdown of the same run or study: a table with a header row.
+        let md = ok(d, &["report", dir, "--markdown"]);
+        assert!(md.contains("|---"), "{kind} markdown: {md}");
+    }
+    // The study page holds its tables as the terminal shows them.
+    let page = std::fs::read_to_string(d.join("s.html")).unwrap();
+    assert!(page.contains("Timer wakeup latency, 1 ms SCHED_FIFO 95"));
+    let text = ok(d, &["report", "s"]);
+    assert!(text.contains("4 of 4 cells completed"), "{text}");
+
+    // A window inside the Hourglass run, in the caption; one outside it is refused.
+    ok(
+        d,
+        &["report", "h", "--html", "w.html", "--window", "500ms:20ms"],
+    );
+    let page = std::fs::read_to_string(d.join("w.html")).unwrap();
+    assert!(page.contains("from 500 ms to 520 ms"), "window caption");
+    let out = sandglass(
+        d,
+        &["report", "h", "--html", "x.html", "--window", "5s:20ms"],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!d.join("x.html").exists());
+}
+
+#[test]
+fn bad_requests_and_damaged_runs_write_nothing() {
+    let _guard = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    ok(d, &["timer", "-d", "300ms", "-o", "t"]);
+    let expect_usage = |args: &[&str], needle: &str| {
+        let out = sandglass(d, args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: one line: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    };
+    std::fs::write(d.join("exists.html"), "keep").unwrap();
+    expect_usage(&["report", "t", "--html", "exists.html"], "already exists");
+    assert_eq!(
+        std::fs::read_to_string(d.join("exists.html")).unwrap(),
+        "keep"
+    );
+    expect_usage(
+        &["report", "t", "--html", "a.html", "--window", "0:10ms"],
+        "Hourglass",
+    );
+    expect_usage(
+        &["report", "t", "--html", "a.html", "--window", "10ms"],
+        "START:LENGTH",
+    );
+    expect_usage(
+        &["report", "t", "--html", "no/such/dir/a.html"],
+        "does not exist",
+    );
+    // One byte of the samples changed: the page is refused, naming the file.
+    let samples = d.join("t/samples.csv");
+    let mut bytes = std::fs::read(&samples).unwrap();
+    let last = bytes.len() - 2;
+    bytes[last] = if bytes[last] == b'7' { b'8' } else { b'7' };
+    std::fs::write(&samples, bytes).unwrap();
+    expect_usage(&["report", "t", "--html", "a.html"], "samples.csv");
+    assert!(!d.join("a.html").exists());
+}

@@ -1,0 +1,275 @@
+//! The parts every run's page shares: what ran where, why the largest delays happened, the
+//! warnings, the system snapshot and the files.
+
+use super::page::Page;
+use crate::text::count;
+use sandglass::causes::Causes;
+use sandglass::store::RunReader;
+use sandglass::system::SystemSnapshot;
+use sandglass::warning::Warning;
+use sandglass::Nanos;
+
+fn seconds(ns: u64) -> String {
+    format!("{:.3} s", ns as f64 / 1e9)
+}
+
+/// The machine in one line.
+pub fn machine(s: &SystemSnapshot) -> String {
+    format!(
+        "{} ({}), Linux {}, preemption {}, HZ {}, {} CPU(s) online{}",
+        s.hostname,
+        s.cpu_model,
+        s.kernel_release,
+        s.preemption.model,
+        s.hz.map(|h| h.to_string())
+            .unwrap_or_else(|| "unknown".into()),
+        s.cpus_online,
+        s.virtualization
+            .as_deref()
+            .map(|v| format!(", under {v}"))
+            .unwrap_or_default()
+    )
+}
+
+/// What ran, where and when.
+pub fn header(p: &mut Page, r: &RunReader) {
+    let m = &r.manifest;
+    p.facts(&[
+        ("run", m.id.clone()),
+        ("state", m.state.name().to_string()),
+        (
+            "when",
+            format!(
+                "{} to {}",
+                m.started_at,
+                m.ended_at.as_deref().unwrap_or("(not finished)")
+            ),
+        ),
+        ("machine", machine(&m.system)),
+        ("command", m.command_line.join(" ")),
+        ("ended", m.end_detail.clone().unwrap_or_else(|| "-".into())),
+    ]);
+}
+
+/// The explanation of the largest delays: the sampler's, the kernel trace's and the trains.
+pub fn causes(p: &mut Page, c: Option<&Causes>) {
+    let Some(c) = c else { return };
+    p.section("Why the largest delays happened");
+    p.text(&format!(
+        "{} delay(s) of {} or more. {}",
+        count(c.spikes),
+        Nanos(c.spike_threshold_ns),
+        if c.sample_hz > 0 {
+            format!("/proc was sampled {} times a second while the run measured; each delay is compared with the usual counts of its CPU.", c.sample_hz)
+        } else {
+            "/proc was not sampled: the sampler runs only when a CPU is free of measuring threads."
+                .to_string()
+        }
+    ));
+    if let Some(e) = &c.explanation {
+        if !e.spikes.is_empty() {
+            let rows: Vec<Vec<String>> = e
+                .spikes
+                .iter()
+                .take(10)
+                .map(|s| {
+                    let what: Vec<String> =
+                        s.abnormal.iter().map(crate::causes::abnormal).collect();
+                    vec![
+                        s.cpu.to_string(),
+                        seconds(s.at_ns),
+                        Nanos(s.size_ns).to_string(),
+                        if what.is_empty() {
+                            "nothing unusual in the sampled counters".into()
+                        } else {
+                            what.join("; ")
+                        },
+                    ]
+                })
+                .collect();
+            p.subsection("The largest delays and what was unusual then");
+            p.table(
+                &["CPU", "at", "delay", "unusual in that interval"],
+                &rows,
+                &[3],
+            );
+        }
+    }
+    if !c.trains.is_empty() {
+        p.subsection("Delays that recur with a period");
+        let rows: Vec<Vec<String>> = c
+            .trains
+            .iter()
+            .map(|t| {
+                vec![
+                    t.cpu.to_string(),
+                    count(t.train.count),
+                    Nanos(t.train.typical_ns).to_string(),
+                    Nanos(t.train.period_ns).to_string(),
+                    seconds(t.train.first_ns),
+                ]
+            })
+            .collect();
+        p.table(
+            &["CPU", "delays", "typical size", "every", "first at"],
+            &rows,
+            &[],
+        );
+    }
+    if let Some(k) = &c.kernel {
+        p.subsection("Attributed from kernel events");
+        p.text(&format!(
+            "{} kernel events recorded, {} lost; {} delay(s) attributed, each cause's time net of what nested in it.",
+            count(k.events),
+            count(k.lost_events),
+            count(k.windows)
+        ));
+        let rows: Vec<Vec<String>> = k
+            .causes
+            .iter()
+            .take(12)
+            .map(|c| {
+                vec![
+                    c.cpu.to_string(),
+                    c.kind.as_str().to_string(),
+                    c.name.clone(),
+                    count(c.count),
+                    Nanos(c.stolen_ns).to_string(),
+                    Nanos(c.max_ns).to_string(),
+                ]
+            })
+            .collect();
+        if !rows.is_empty() {
+            p.table(
+                &["CPU", "kind", "cause", "delays", "time taken", "longest"],
+                &rows,
+                &[2],
+            );
+        }
+        let mut handlers: Vec<&sandglass::causes::attribute::Handler> = k.handlers.iter().collect();
+        handlers.sort_by_key(|h| std::cmp::Reverse(h.max_ns));
+        let rows: Vec<Vec<String>> = handlers
+            .iter()
+            .take(10)
+            .map(|h| {
+                vec![
+                    h.cpu.to_string(),
+                    h.kind.as_str().to_string(),
+                    h.name.clone(),
+                    count(h.count),
+                    Nanos(h.total_ns).to_string(),
+                    Nanos(h.max_ns).to_string(),
+                ]
+            })
+            .collect();
+        if !rows.is_empty() {
+            p.subsection("Interrupt and softirq handlers on the measured CPUs");
+            p.table(
+                &["CPU", "kind", "handler", "runs", "in all", "longest"],
+                &rows,
+                &[2],
+            );
+        }
+    }
+}
+
+/// The run's warnings, or a line saying there were none.
+pub fn warnings(p: &mut Page, list: &[Warning]) {
+    p.section("Warnings");
+    if list.is_empty() {
+        p.text("None.");
+    } else {
+        let items: Vec<String> = list.iter().map(|w| w.message.clone()).collect();
+        p.list("warnings", &items);
+    }
+}
+
+/// The system snapshot and the files with their checksums.
+pub fn footer_sections(p: &mut Page, r: &RunReader) {
+    let m = &r.manifest;
+    p.section("System");
+    snapshot(p, &m.system);
+    p.section("Files");
+    p.text("Every file below was checked against its size and SHA-256 in the manifest before this page was drawn.");
+    let rows: Vec<Vec<String>> = m
+        .files
+        .iter()
+        .map(|f| {
+            vec![
+                f.name.clone(),
+                count(f.bytes),
+                f.format.clone(),
+                f.sha256.chars().take(16).collect::<String>(),
+            ]
+        })
+        .collect();
+    p.table(
+        &["file", "bytes", "format", "SHA-256 (first 16)"],
+        &rows,
+        &[],
+    );
+}
+
+/// The snapshot's main facts, and the whole of it as JSON.
+pub fn snapshot(p: &mut Page, s: &SystemSnapshot) {
+    p.facts(&[
+        ("machine", machine(s)),
+        ("kernel version", s.kernel_version.clone()),
+        ("clock source", s.clocksource.clone()),
+        (
+            "cpuidle driver",
+            s.cpuidle_driver.clone().unwrap_or_else(|| "-".into()),
+        ),
+        (
+            "isolated CPUs",
+            if s.isolated_cpus.is_empty() {
+                "none".into()
+            } else {
+                s.isolated_cpus.clone()
+            },
+        ),
+        (
+            "nohz_full",
+            if s.nohz_full.is_empty() {
+                "none".into()
+            } else {
+                s.nohz_full.clone()
+            },
+        ),
+        (
+            "frequency governors",
+            if s.cpufreq_governors.is_empty() {
+                "none (no cpufreq)".into()
+            } else {
+                s.cpufreq_governors
+                    .iter()
+                    .map(|(g, c)| format!("{g} on {c}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            },
+        ),
+        (
+            "RT throttling",
+            match (s.rt_runtime_us, s.rt_period_us) {
+                (Some(r), _) if r < 0 => "disabled (sched_rt_runtime_us = -1)".into(),
+                (Some(r), Some(p)) => format!("{r} µs per {p} µs"),
+                _ => "-".into(),
+            },
+        ),
+        ("kernel command line", s.cmdline.clone()),
+    ]);
+    let json = serde_json::to_string_pretty(s).unwrap_or_default();
+    p.details("The whole snapshot (JSON)", &json);
+}
+
+/// The page's last line: what wrote it, from where.
+pub fn footer(r: &RunReader) -> String {
+    format!(
+        "Drawn by sandglass {} from {}; measured by {} {} ({}).",
+        env!("CARGO_PKG_VERSION"),
+        r.path().display(),
+        r.manifest.tool.name,
+        r.manifest.tool.version,
+        r.manifest.tool.commit
+    )
+}

@@ -1,0 +1,259 @@
+//! The page of a study: its tables, and for each measure the distributions of every load and
+//! setting side by side, from the cells' own run directories.
+
+use super::figures::{self, Named};
+use super::page::{Page, Plot};
+use super::sections;
+use crate::export::{scan, ExportError};
+use sandglass::analysis::distribution::Distribution;
+use sandglass::store::RunReader;
+use sandglass::study::run::{CellState, StudyOutcome};
+use std::collections::BTreeMap;
+
+/// One measure's completed cells, grouped by load and setting (repetitions pooled).
+struct Group {
+    name: String,
+    values: Vec<i64>,
+}
+
+/// Reads one value column of every completed cell of measure `measure`; `None` when the
+/// measure's runs are not of `kind`.
+fn groups(
+    o: &StudyOutcome,
+    measure: usize,
+    kind: &str,
+    file: &str,
+    column: &str,
+    with_setting: bool,
+) -> Result<Option<Vec<Group>>, ExportError> {
+    let mut by: BTreeMap<(String, String), Vec<i64>> = BTreeMap::new();
+    let mut order: Vec<(String, String)> = Vec::new();
+    for c in &o.record.cells {
+        if c.cell.measure != measure || c.state != CellState::Completed {
+            continue;
+        }
+        let Some(dir) = &c.dir else { continue };
+        let r = RunReader::open(&o.dir.join(dir))?;
+        if r.manifest.kind != kind {
+            return Ok(None);
+        }
+        let key = (c.labels.load.clone(), c.labels.setting.clone());
+        if !by.contains_key(&key) {
+            order.push(key.clone());
+        }
+        let v = by.entry(key).or_default();
+        scan(&r, file, [column], |[x]| v.extend(x))?;
+    }
+    Ok(Some(
+        order
+            .into_iter()
+            .map(|k| {
+                let values = by.remove(&k).unwrap_or_default();
+                let name = if with_setting {
+                    format!("{}, {}", k.0, k.1)
+                } else {
+                    k.0
+                };
+                Group { name, values }
+            })
+            .collect(),
+    ))
+}
+
+/// The page of a study.
+pub fn page(o: &StudyOutcome) -> Result<String, ExportError> {
+    let r = &o.record;
+    let done = r.count(CellState::Completed);
+    let mut p = Page::new(
+        "study",
+        &format!("Study {}", r.name),
+        &format!(
+            "{}; {done} of {} cells completed; {}",
+            r.source,
+            r.cells.len(),
+            r.state.name()
+        ),
+    );
+    p.facts(&[
+        ("study", r.id.clone()),
+        ("when", format!("{} to {}", r.created_at, r.updated_at)),
+        ("machine", sections::machine(&r.system)),
+        ("duration scale", format!("{}", r.duration_scale)),
+        (
+            "commands",
+            r.command_lines
+                .iter()
+                .map(|c| c.join(" "))
+                .collect::<Vec<_>>()
+                .join("; "),
+        ),
+    ]);
+    p.section("Tables");
+    for t in &o.tables {
+        p.subsection(&t.title);
+        if t.rows.is_empty() {
+            p.text("No finished cell has these figures yet.");
+            continue;
+        }
+        let mut head: Vec<&str> = vec![t.corner.as_str()];
+        head.extend(t.columns.iter().map(String::as_str));
+        let rows: Vec<Vec<String>> = t
+            .rows
+            .iter()
+            .map(|row| {
+                let mut v = vec![row.label.clone()];
+                v.extend(
+                    row.values
+                        .iter()
+                        .map(|x| x.map(crate::study::figure).unwrap_or_else(|| "-".into())),
+                );
+                v
+            })
+            .collect();
+        p.table(&head, &rows, &[]);
+        if t.medians > 0 {
+            p.text("Entries over several cells show their median.");
+        }
+        if let Some(n) = &t.note {
+            p.text(n);
+        }
+    }
+
+    // Settings matter to the series' names only when the study has some.
+    let with_setting = r.cells.iter().any(|c| c.cell.setting.is_some());
+    let mut measures: Vec<(usize, String)> = Vec::new();
+    for c in &r.cells {
+        if !measures.iter().any(|m| m.0 == c.cell.measure) {
+            measures.push((c.cell.measure, c.labels.measure.clone()));
+        }
+    }
+    let mut drew = false;
+    for (m, label) in &measures {
+        if let Some(gs) = groups(o, *m, "timer", "samples.csv", "lateness_ns", with_setting)? {
+            if gs.is_empty() {
+                continue;
+            }
+            drew = true;
+            p.section(&format!("{label}: timer wakeup latency"));
+            let series: Vec<Named> = gs
+                .iter()
+                .map(|g| Named {
+                    name: g.name.clone(),
+                    values: g.values.clone(),
+                })
+                .collect();
+            p.figure(
+                "latency-histogram",
+                &format!(
+                    "Lateness of every release, log-log, {} bins per decade: one outline per load{}, every CPU and repetition pooled.",
+                    figures::BINS_PER_DECADE,
+                    if with_setting { " and setting" } else { "" }
+                ),
+                Plot::Chart(figures::histogram(
+                    &series,
+                    1e3,
+                    "lateness (µs)",
+                    "releases per bin (count)",
+                )),
+            );
+            p.figure(
+                "exceedance",
+                "Probability that a release is later than x, per load: the further right a curve reaches at a given height, the worse the service.",
+                Plot::Chart(figures::exceedance(
+                    &series,
+                    1e3,
+                    "lateness x (µs)",
+                    "P(lateness > x) (per release)",
+                    Vec::new(),
+                )),
+            );
+            let dists: Vec<(String, Distribution)> = gs
+                .iter()
+                .filter(|g| !g.values.is_empty())
+                .map(|g| (g.name.clone(), Distribution::from_samples(&g.values)))
+                .collect();
+            let curves: Vec<(String, &Distribution, u32)> =
+                dists.iter().map(|(n, d)| (n.clone(), d, 2)).collect();
+            p.figure(
+                "mttf",
+                "Mean time to buffer underrun against the buffer size for a double-buffered stream woken like this timer, per load (Cota-Robles & Held, §5). Hollow dots are lower bounds where no release was that late.",
+                Plot::Chart(figures::mttf_curves(&curves)),
+            );
+        } else if let Some(gs) = groups(
+            o,
+            *m,
+            "noise",
+            "interruptions.csv",
+            "duration_ns",
+            with_setting,
+        )? {
+            if gs.is_empty() {
+                continue;
+            }
+            drew = true;
+            p.section(&format!("{label}: OS noise"));
+            let series: Vec<Named> = gs
+                .iter()
+                .map(|g| Named {
+                    name: g.name.clone(),
+                    values: g.values.clone(),
+                })
+                .collect();
+            p.figure(
+                "noise-histogram",
+                &format!(
+                    "Duration of every interruption, log-log, {} bins per decade: one outline per load, every CPU and repetition pooled.",
+                    figures::BINS_PER_DECADE
+                ),
+                Plot::Chart(figures::histogram(
+                    &series,
+                    1e3,
+                    "interruption duration (µs)",
+                    "interruptions per bin (count)",
+                )),
+            );
+        }
+    }
+    if !drew {
+        p.text("No completed timer or noise cell to draw.");
+    }
+
+    p.section("Cells");
+    let rows: Vec<Vec<String>> = r
+        .cells
+        .iter()
+        .map(|c| {
+            vec![
+                c.cell.id.clone(),
+                c.state.name().to_string(),
+                c.seconds
+                    .map(|s| format!("{s:.1} s"))
+                    .unwrap_or_else(|| "-".into()),
+                c.error
+                    .clone()
+                    .or_else(|| c.detail.clone())
+                    .unwrap_or_default(),
+            ]
+        })
+        .collect();
+    p.table(&["cell", "state", "took", "detail"], &rows, &[3]);
+    let warnings: Vec<String> = {
+        let mut w: Vec<String> = r.cells.iter().flat_map(|c| c.warnings.clone()).collect();
+        w.sort();
+        w.dedup();
+        w
+    };
+    p.section("Warnings");
+    if warnings.is_empty() {
+        p.text("None.");
+    } else {
+        p.list("warnings", &warnings);
+    }
+    p.section("System");
+    sections::snapshot(&mut p, &r.system);
+    Ok(p.finish(&format!(
+        "Drawn by sandglass {} from {}; every cell's files were checked against their checksums first.",
+        env!("CARGO_PKG_VERSION"),
+        o.dir.display()
+    )))
+}
