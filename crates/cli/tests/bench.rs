@@ -5,17 +5,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+use common::skip;
+
 use assert_cmd::Command;
 use serde_json::Value;
 use std::path::Path;
-
-/// Prints why a test is skipped, on the stderr handle (the harness captures `eprintln!`).
-fn skip(reason: &str) {
-    use std::io::Write;
-    let current = std::thread::current();
-    let test = current.name().unwrap_or("a test");
-    let _ = writeln!(std::io::stderr(), "skipped {test}: {reason}");
-}
 
 /// The command with its runs directed into `runs` and its working directory in `cwd`.
 fn sandglass(runs: &Path, cwd: &Path) -> Command {

@@ -8,30 +8,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+use common::{is_root, lock, skip};
+
 use assert_cmd::Command;
 use sandglass::store::RunReader;
 use sandglass_report::export::{csv, cyclictest, fixture, perfetto};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::time::Duration;
-
-static MACHINE: Mutex<()> = Mutex::new(());
-
-fn lock() -> std::sync::MutexGuard<'static, ()> {
-    MACHINE.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn skip(reason: &str) {
-    use std::io::Write;
-    let current = std::thread::current();
-    let test = current.name().unwrap_or("a test");
-    let _ = writeln!(std::io::stderr(), "skipped {test}: {reason}");
-}
-
-fn is_root() -> bool {
-    sandglass_sys::process::euid() == 0
-}
 
 /// A cyclictest histogram file, parsed strictly: any line out of cyclictest's layout fails.
 #[derive(Debug, PartialEq)]

@@ -6,15 +6,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+use common::lock;
+
 use assert_cmd::Command;
 use std::path::Path;
-use std::sync::Mutex;
-
-static MACHINE: Mutex<()> = Mutex::new(());
-
-fn lock() -> std::sync::MutexGuard<'static, ()> {
-    MACHINE.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 fn sandglass(dir: &Path, args: &[&str]) -> std::process::Output {
     Command::cargo_bin("sandglass")

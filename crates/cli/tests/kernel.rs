@@ -7,31 +7,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+use common::{is_root, lock, skip};
+
 use assert_cmd::Command;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
-
-static MACHINE: Mutex<()> = Mutex::new(());
-
-fn lock() -> std::sync::MutexGuard<'static, ()> {
-    MACHINE.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn is_root() -> bool {
-    sandglass_sys::process::euid() == 0
-}
-
-/// Prints why a test is skipped. Written to the stderr handle directly, not with `eprintln!`,
-/// so that the test harness does not capture it and `cargo test` shows it.
-fn skip(reason: &str) {
-    use std::io::Write;
-    // The harness names each test's thread after the test.
-    let current = std::thread::current();
-    let test = current.name().unwrap_or("a test");
-    let _ = writeln!(std::io::stderr(), "skipped {test}: {reason}");
-}
 
 /// Skips the calling test unless the process may use real-time priorities.
 macro_rules! require_root {

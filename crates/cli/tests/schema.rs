@@ -8,28 +8,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+use common::{is_root, lock, skip};
+
 use assert_cmd::Command;
 use serde_json::Value;
 use std::path::PathBuf;
-use std::sync::Mutex;
 use std::time::Duration;
-
-static MACHINE: Mutex<()> = Mutex::new(());
-
-fn lock() -> std::sync::MutexGuard<'static, ()> {
-    MACHINE.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn skip(reason: &str) {
-    use std::io::Write;
-    let current = std::thread::current();
-    let test = current.name().unwrap_or("a test");
-    let _ = writeln!(std::io::stderr(), "skipped {test}: {reason}");
-}
-
-fn is_root() -> bool {
-    sandglass_sys::process::euid() == 0
-}
 
 fn schema(name: &str) -> Value {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -7,18 +7,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+use common::lock;
+
 use assert_cmd::Command;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::Stdio;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
-
-static MACHINE: Mutex<()> = Mutex::new(());
-
-fn lock() -> std::sync::MutexGuard<'static, ()> {
-    MACHINE.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 fn sandglass() -> Command {
     Command::cargo_bin("sandglass").unwrap()

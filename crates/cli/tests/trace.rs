@@ -6,25 +6,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+use common::{lock, skip};
+
 use assert_cmd::Command;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::time::Duration;
-
-static MACHINE: Mutex<()> = Mutex::new(());
-
-fn lock() -> std::sync::MutexGuard<'static, ()> {
-    MACHINE.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// Prints why a test is skipped, past the harness's capture.
-fn skip(reason: &str) {
-    use std::io::Write;
-    let current = std::thread::current();
-    let test = current.name().unwrap_or("a test");
-    let _ = writeln!(std::io::stderr(), "skipped {test}: {reason}");
-}
 
 const TRACEFS: &str = "/sys/kernel/tracing";
 

@@ -1,0 +1,31 @@
+//! What the command's integration tests share: one lock per test binary for tests that use the
+//! machine's CPUs, the skip message, and the privilege check.
+//!
+//! Each test binary compiles this module on its own and uses part of it.
+
+#![allow(dead_code)]
+
+use std::sync::{Mutex, MutexGuard};
+
+static MACHINE: Mutex<()> = Mutex::new(());
+
+/// Serialises the tests of one binary that measure or load the machine: two at once would
+/// disturb each other's figures. A test that panicked while holding it does not poison it.
+pub fn lock() -> MutexGuard<'static, ()> {
+    MACHINE.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Prints why a test is skipped. Written to the stderr handle directly, not with `eprintln!`,
+/// so that the test harness does not capture it and `cargo test` shows it.
+pub fn skip(reason: &str) {
+    use std::io::Write;
+    // The harness names each test's thread after the test.
+    let current = std::thread::current();
+    let test = current.name().unwrap_or("a test");
+    let _ = writeln!(std::io::stderr(), "skipped {test}: {reason}");
+}
+
+/// Whether the tests run as root (real-time priorities, SCHED_DEADLINE, tracefs).
+pub fn is_root() -> bool {
+    sandglass_sys::process::euid() == 0
+}
