@@ -1,0 +1,276 @@
+//! The machine is left as it was found: runs of every kind that end normally, by SIGINT, by
+//! SIGTERM, by the watchdog and by an error leave the kernel's settings, the holders of
+//! `/dev/cpu_dma_latency`, the calling thread's scheduling and affinity, and the process table
+//! exactly as they were, and keep what they measured.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+use common::{is_root, lock, skip};
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const TRACEFS: &str = "/sys/kernel/tracing";
+
+/// Everything a run could change that outlives it.
+fn state() -> BTreeMap<String, String> {
+    let mut m = BTreeMap::new();
+    let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_else(|e| format!("unreadable: {e}"));
+    let root = Path::new(TRACEFS);
+    for f in [
+        "tracing_on",
+        "current_tracer",
+        "trace_clock",
+        "buffer_size_kb",
+        "tracing_cpumask",
+        "set_event",
+        "trace_options",
+        "events/enable",
+    ] {
+        m.insert(format!("tracefs {f}"), read(&root.join(f)));
+    }
+    let mut instances: Vec<String> = std::fs::read_dir(root.join("instances"))
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    instances.sort();
+    m.insert("tracefs instances".into(), instances.join(","));
+    for k in [
+        "sched_rt_runtime_us",
+        "sched_rt_period_us",
+        "perf_event_paranoid",
+        "timer_migration",
+    ] {
+        m.insert(k.into(), read(&Path::new("/proc/sys/kernel").join(k)));
+    }
+    let cpus = std::fs::read_dir("/sys/devices/system/cpu")
+        .map(|rd| rd.flatten().map(|e| e.path()).collect::<Vec<_>>())
+        .unwrap_or_default();
+    for c in cpus {
+        let gov = c.join("cpufreq/scaling_governor");
+        if gov.exists() {
+            m.insert(format!("{} governor", c.display()), read(&gov));
+        }
+    }
+    m.insert(
+        "cpu_dma_latency holders".into(),
+        format!("{:?}", dma_latency_holders()),
+    );
+    m.insert("cpu_dma_latency".into(), {
+        // The value in force: reading the device gives the current request.
+        std::fs::read("/dev/cpu_dma_latency")
+            .map(|b| format!("{b:?}"))
+            .unwrap_or_else(|e| format!("unreadable: {e}"))
+    });
+    let attr = sandglass_sys::sched::get_attr(sandglass_sys::sched::Tid::SELF).unwrap();
+    m.insert(
+        "this thread's policy".into(),
+        format!("{} {} {}", attr.policy, attr.priority, attr.nice),
+    );
+    m.insert(
+        "this thread's affinity".into(),
+        format!(
+            "{:?}",
+            sandglass_sys::sched::get_affinity(sandglass_sys::sched::Tid::SELF).unwrap()
+        ),
+    );
+    m
+}
+
+/// Processes that hold `/dev/cpu_dma_latency` open.
+fn dma_latency_holders() -> BTreeSet<i32> {
+    let mut out = BTreeSet::new();
+    for p in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = p.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(fds) = std::fs::read_dir(p.path().join("fd")) else {
+            continue;
+        };
+        if fds.flatten().any(|fd| {
+            std::fs::read_link(fd.path()).is_ok_and(|t| t == Path::new("/dev/cpu_dma_latency"))
+        }) {
+            out.insert(pid);
+        }
+    }
+    out
+}
+
+/// Live processes running the sandglass binary, this test's own process aside.
+fn sandglass_processes() -> BTreeSet<i32> {
+    let exe = std::fs::canonicalize(env!("CARGO_BIN_EXE_sandglass")).unwrap();
+    let me = std::process::id() as i32;
+    let mut out = BTreeSet::new();
+    for p in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = p.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        // A zombie or a process of another user has no readable exe: it is not ours.
+        if std::fs::read_link(p.path().join("exe")).is_ok_and(|e| e == exe) {
+            out.insert(pid);
+        }
+    }
+    out
+}
+
+fn diff(before: &BTreeMap<String, String>, after: &BTreeMap<String, String>) -> Vec<String> {
+    before
+        .iter()
+        .filter(|(k, v)| after.get(*k) != Some(v))
+        .map(|(k, v)| format!("{k}: {v:?} became {:?}", after.get(k)))
+        .collect()
+}
+
+/// How a run is ended.
+#[derive(Clone, Copy, Debug)]
+enum End {
+    Normally,
+    Signal(i32, Duration),
+}
+
+fn manifest_state(dir: &Path) -> String {
+    let m: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
+    m["state"].as_str().unwrap_or("").to_string()
+}
+
+/// Runs `args` with `-o dir`, ends it as `end` says, and returns its exit code.
+fn run(args: &[&str], dir: &Path, end: End, env: &[(&str, &str)]) -> Option<i32> {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandglass"));
+    cmd.args(args)
+        .arg("-o")
+        .arg(dir)
+        .env("SANDGLASS_RUNS_DIR", dir.parent().unwrap().join("runs"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    if let End::Signal(sig, after) = end {
+        std::thread::sleep(after);
+        sandglass_sys::signal::send_to_process(child.id() as i32, sig).unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.code();
+        }
+        assert!(Instant::now() < deadline, "sandglass {args:?} did not end");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn runs_leave_the_machine_as_they_found_it() {
+    let _g = lock();
+    if !is_root() {
+        skip("needs root: the runs use real-time priorities and /dev/cpu_dma_latency, and the check reads every process's files");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let before = state();
+    let procs_before = sandglass_processes();
+    let sigint = sandglass_sys::signal::SIGINT;
+    let sigterm = sandglass_sys::signal::SIGTERM;
+    let mid = Duration::from_millis(2500);
+    let traced = Path::new(TRACEFS)
+        .join("events/sched/sched_switch")
+        .is_dir();
+    let mut cases: Vec<(&str, Vec<&str>, End, Vec<(&str, &str)>, i32, &str)> = vec![
+        (
+            "timer",
+            vec!["timer", "-d", "1s"],
+            End::Normally,
+            vec![],
+            0,
+            "completed",
+        ),
+        (
+            "timer-sigint",
+            vec!["timer", "-d", "20s", "--load", "cpu"],
+            End::Signal(sigint, mid),
+            vec![],
+            0,
+            "interrupted",
+        ),
+        (
+            "noise-sigterm",
+            vec!["noise", "-d", "20s"],
+            End::Signal(sigterm, mid),
+            vec![],
+            0,
+            "interrupted",
+        ),
+        (
+            "hourglass-sigint",
+            vec![
+                "hourglass",
+                "-n",
+                "2",
+                "-d",
+                "20s",
+                "-t",
+                "1",
+                "-w",
+                "PERIODIC",
+                "2ms",
+                "10ms",
+                "-p",
+                "f:50",
+            ],
+            End::Signal(sigint, mid),
+            vec![],
+            0,
+            "interrupted",
+        ),
+        // A thread that never stops: the watchdog ends the run and the results are kept.
+        (
+            "timer-watchdog",
+            vec!["timer", "-d", "1s"],
+            End::Normally,
+            vec![("SANDGLASS_FAULT", "stuck-thread=0")],
+            1,
+            "watchdog",
+        ),
+    ];
+    if traced {
+        cases.push((
+            "timer-error",
+            vec!["timer", "-d", "2s", "--trace"],
+            End::Normally,
+            vec![("SANDGLASS_FAULT", "fail-after-trace-start")],
+            1,
+            "failed",
+        ));
+    } else {
+        skip("no tracefs with sched_switch: the error case with tracing under way is left out");
+    }
+    for (name, args, end, env, code, expected) in cases {
+        let dir = tmp.path().join(name);
+        let got = run(&args, &dir, end, &env);
+        assert_eq!(got, Some(code), "{name}: exit code");
+        assert_eq!(manifest_state(&dir), expected, "{name}: run state");
+        // Whatever the ending, the run's files are as its manifest lists them.
+        let r = sandglass::store::RunReader::open_any_state(&dir).unwrap();
+        r.verify().unwrap_or_else(|e| panic!("{name}: {e}"));
+        // Give an orphan the time to show itself.
+        std::thread::sleep(Duration::from_millis(300));
+        let changed = diff(&before, &state());
+        assert!(changed.is_empty(), "{name} changed: {changed:#?}");
+        let left: Vec<i32> = sandglass_processes()
+            .difference(&procs_before)
+            .copied()
+            .collect();
+        assert!(left.is_empty(), "{name} left processes {left:?}");
+    }
+}
