@@ -137,6 +137,34 @@ enum End {
     Signal(i32, Duration),
 }
 
+/// One run of the test: its name, arguments, ending, environment, exit code and final state.
+struct Case<'a> {
+    name: &'a str,
+    args: Vec<&'a str>,
+    end: End,
+    env: Vec<(&'a str, &'a str)>,
+    code: i32,
+    state: &'a str,
+}
+
+fn case<'a>(
+    name: &'a str,
+    args: &[&'a str],
+    end: End,
+    env: &[(&'a str, &'a str)],
+    code: i32,
+    state: &'a str,
+) -> Case<'a> {
+    Case {
+        name,
+        args: args.to_vec(),
+        end,
+        env: env.to_vec(),
+        code,
+        state,
+    }
+}
+
 fn manifest_state(dir: &Path) -> String {
     let m: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
@@ -186,79 +214,81 @@ fn runs_leave_the_machine_as_they_found_it() {
     let traced = Path::new(TRACEFS)
         .join("events/sched/sched_switch")
         .is_dir();
-    let mut cases: Vec<(&str, Vec<&str>, End, Vec<(&str, &str)>, i32, &str)> = vec![
-        (
+    let hourglass = [
+        "hourglass",
+        "-n",
+        "2",
+        "-d",
+        "20s",
+        "-t",
+        "1",
+        "-w",
+        "PERIODIC",
+        "2ms",
+        "10ms",
+        "-p",
+        "f:50",
+    ];
+    let mut cases = vec![
+        case(
             "timer",
-            vec!["timer", "-d", "1s"],
+            &["timer", "-d", "1s"],
             End::Normally,
-            vec![],
+            &[],
             0,
             "completed",
         ),
-        (
+        case(
             "timer-sigint",
-            vec!["timer", "-d", "20s", "--load", "cpu"],
+            &["timer", "-d", "20s", "--load", "cpu"],
             End::Signal(sigint, mid),
-            vec![],
+            &[],
             0,
             "interrupted",
         ),
-        (
+        case(
             "noise-sigterm",
-            vec!["noise", "-d", "20s"],
+            &["noise", "-d", "20s"],
             End::Signal(sigterm, mid),
-            vec![],
+            &[],
             0,
             "interrupted",
         ),
-        (
+        case(
             "hourglass-sigint",
-            vec![
-                "hourglass",
-                "-n",
-                "2",
-                "-d",
-                "20s",
-                "-t",
-                "1",
-                "-w",
-                "PERIODIC",
-                "2ms",
-                "10ms",
-                "-p",
-                "f:50",
-            ],
+            &hourglass,
             End::Signal(sigint, mid),
-            vec![],
+            &[],
             0,
             "interrupted",
         ),
         // A thread that never stops: the watchdog ends the run and the results are kept.
-        (
+        case(
             "timer-watchdog",
-            vec!["timer", "-d", "1s"],
+            &["timer", "-d", "1s"],
             End::Normally,
-            vec![("SANDGLASS_FAULT", "stuck-thread=0")],
+            &[("SANDGLASS_FAULT", "stuck-thread=0")],
             1,
             "watchdog",
         ),
     ];
     if traced {
-        cases.push((
+        cases.push(case(
             "timer-error",
-            vec!["timer", "-d", "2s", "--trace"],
+            &["timer", "-d", "2s", "--trace"],
             End::Normally,
-            vec![("SANDGLASS_FAULT", "fail-after-trace-start")],
+            &[("SANDGLASS_FAULT", "fail-after-trace-start")],
             1,
             "failed",
         ));
     } else {
         skip("no tracefs with sched_switch: the error case with tracing under way is left out");
     }
-    for (name, args, end, env, code, expected) in cases {
+    for c in cases {
+        let (name, expected) = (c.name, c.state);
         let dir = tmp.path().join(name);
-        let got = run(&args, &dir, end, &env);
-        assert_eq!(got, Some(code), "{name}: exit code");
+        let got = run(&c.args, &dir, c.end, &c.env);
+        assert_eq!(got, Some(c.code), "{name}: exit code");
         assert_eq!(manifest_state(&dir), expected, "{name}: run state");
         // Whatever the ending, the run's files are as its manifest lists them.
         let r = sandglass::store::RunReader::open_any_state(&dir).unwrap();
