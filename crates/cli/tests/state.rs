@@ -304,3 +304,55 @@ fn runs_leave_the_machine_as_they_found_it() {
         assert!(left.is_empty(), "{name} left processes {left:?}");
     }
 }
+
+#[test]
+fn every_cpu_busy_at_real_time_is_refused_unless_allowed_and_still_ends_on_time() {
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let cpus: Vec<usize> =
+        sandglass_sys::sched::get_affinity(sandglass_sys::sched::Tid::SELF).unwrap();
+    let list = cpus
+        .iter()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let args = ["noise", "-P", "f:1", "-c", list.as_str(), "-d", "2s"];
+    // Refused before anything runs, without the option (privileged or not).
+    let out = Command::new(env!("CARGO_BIN_EXE_sandglass"))
+        .args(args)
+        .arg("-o")
+        .arg(tmp.path().join("refused"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--allow-rt-busy"), "{err}");
+    assert!(!tmp.path().join("refused").exists());
+    if !is_root() {
+        skip("needs root to run real-time polling threads on every CPU");
+        return;
+    }
+    let before = state();
+    // Allowed: every CPU polls at SCHED_FIFO, and the run still ends on time, and so does a
+    // run whose thread never stops, by the watchdog.
+    for (name, env, code, expected, within) in [
+        ("busy", None, 0, "completed", 20),
+        ("stuck", Some("stuck-thread=0"), 1, "watchdog", 30),
+    ] {
+        let dir = tmp.path().join(name);
+        let started = Instant::now();
+        let mut all = args.to_vec();
+        all.push("--allow-rt-busy");
+        let env: Vec<(&str, &str)> = env.map(|v| ("SANDGLASS_FAULT", v)).into_iter().collect();
+        let code_got = run(&all, &dir, End::Normally, &env);
+        let took = started.elapsed();
+        assert_eq!(code_got, Some(code), "{name}: exit code");
+        assert_eq!(manifest_state(&dir), expected, "{name}");
+        assert!(
+            took < Duration::from_secs(within),
+            "{name}: a 2 s run took {took:?}"
+        );
+    }
+    let changed = diff(&before, &state());
+    assert!(changed.is_empty(), "changed: {changed:#?}");
+}

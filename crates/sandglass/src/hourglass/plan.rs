@@ -258,4 +258,31 @@ mod tests {
         // ... unless they spin on the BUSY timer.
         assert!(place(&spec("-n 1 -t 0 -p RTHIGH -w LAT 1ms -i BUSY"), &[0]).is_err());
     }
+
+    #[test]
+    fn rt_throttling_is_reported_for_busy_real_time_threads() {
+        let counter = crate::clock::CounterInfo {
+            kind: CounterKind::Tsc,
+            rdtscp: true,
+            reason: "test".into(),
+        };
+        let kinds = |rt: Option<i64>, args: &str| -> Vec<WarningKind> {
+            let mut sys = crate::system::snapshot();
+            sys.rt_runtime_us = rt;
+            sys.rt_period_us = Some(1_000_000);
+            let s = spec(args);
+            let p = place(&s, &[0, 1]).expect("place");
+            pre_run_warnings(&s, &p, &sys, &counter)
+                .into_iter()
+                .map(|w| w.kind)
+                .collect()
+        };
+        let busy = "-n 1 -t 0 -p RTHIGH";
+        assert!(kinds(Some(-1), busy).contains(&WarningKind::RtThrottlingDisabled));
+        assert!(kinds(Some(950_000), busy).contains(&WarningKind::RtThrottling));
+        // Nothing to say without a real-time thread that never blocks.
+        let k = kinds(Some(-1), "-n 1 -t 0 -p NORMAL");
+        assert!(!k.contains(&WarningKind::RtThrottlingDisabled), "{k:?}");
+        assert!(!k.contains(&WarningKind::RtThrottling), "{k:?}");
+    }
 }
