@@ -64,8 +64,8 @@ enum Command {
     /// The main job, the same as `sandglass study quick`: timer latency and OS noise on every
     /// CPU, idle and under cpu+disk load, in about a minute
     Quick(study::QuickArgs),
-    /// A finished run again: its summary, or its exports for other tools (CSV, a
-    /// cyclictest histogram, a Perfetto trace)
+    /// A finished run or study again: its summary, Markdown, an HTML page with plots, or
+    /// exports for other tools (CSV, a cyclictest histogram, a Perfetto trace)
     Report(report::ReportArgs),
     /// The catalog of runs and studies: list, show, rm, import, rebuild
     Runs(runs::RunsArgs),
