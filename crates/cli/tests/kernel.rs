@@ -702,9 +702,12 @@ fn a_stall_is_counted_release_by_release() {
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(1200));
+    let stopped = Instant::now();
     sandglass_sys::signal::send_to_process(pid, libc_sigstop()).unwrap();
     std::thread::sleep(Duration::from_millis(50));
     sandglass_sys::signal::send_to_process(pid, libc_sigcont()).unwrap();
+    // The stall lasted at most this long: this thread can oversleep on a busy machine.
+    let stall_ms = stopped.elapsed().as_millis() as u64;
     let out = child.wait_with_output().unwrap();
     assert_eq!(
         out.status.code(),
@@ -715,9 +718,11 @@ fn a_stall_is_counted_release_by_release() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let c = &v["cpus"][0];
     let missed = c["missed_releases"].as_u64().unwrap();
+    // About one release per millisecond of the stall, and a few more while the thread
+    // catches up (more at a timesharing priority, without root).
     assert!(
-        (45..=70).contains(&missed),
-        "{missed} missed releases after a 50 ms stall"
+        (45..=stall_ms + 20).contains(&missed),
+        "{missed} missed releases after a stall of at most {stall_ms} ms"
     );
     assert!(c["lateness_ns"]["max"].as_i64().unwrap() >= 45_000_000);
     let later = c["later_than"].as_array().unwrap();
