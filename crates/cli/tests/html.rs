@@ -160,6 +160,23 @@ fn pages_of_every_kind_draw_every_plot() {
     );
     assert_eq!(out.status.code(), Some(2));
     assert!(!d.join("x.html").exists());
+
+    // A study whose cell was altered: no page, and the error names the cell's file.
+    let cell = std::fs::read_dir(d.join("s"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.join("timeline.csv").is_file())
+        .unwrap();
+    let timeline = cell.join("timeline.csv");
+    let mut text = std::fs::read_to_string(&timeline).unwrap();
+    text.push_str("0,999,0,0,0\n");
+    std::fs::write(&timeline, text).unwrap();
+    let out = sandglass(d, &["report", "s", "--html", "y.html"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("timeline.csv"), "{err}");
+    assert!(!d.join("y.html").exists());
 }
 
 #[test]

@@ -63,6 +63,12 @@ fn groups(
 /// The page of a study.
 pub fn page(o: &StudyOutcome) -> Result<String, ExportError> {
     let r = &o.record;
+    // Every completed cell's files are checked before anything is drawn from them.
+    for c in &r.cells {
+        if let (CellState::Completed, Some(dir)) = (c.state, &c.dir) {
+            RunReader::open(&o.dir.join(dir))?.verify()?;
+        }
+    }
     let done = r.count(CellState::Completed);
     let mut p = Page::new(
         "study",
