@@ -101,13 +101,13 @@ fn report_study(a: &ReportArgs, dir: &Path) -> Result<u8, Failure> {
 
 pub fn report(a: &ReportArgs) -> Result<u8, Failure> {
     let path = resolve_run(&a.run).map_err(Failure::usage)?;
-    if path.join(study_run::STATE_FILE).is_file() {
-        return report_study(a, &path);
-    }
     if a.html.is_some() && (a.export.any() || a.markdown) {
         return Err(Failure::usage(
             "--html writes a page on its own: give the exports or --markdown in another call",
         ));
+    }
+    if path.join(study_run::STATE_FILE).is_file() {
+        return report_study(a, &path);
     }
     if let Some(file) = &a.html {
         output_file("--html", file)?;
