@@ -718,13 +718,11 @@ fn a_stall_is_counted_release_by_release() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let c = &v["cpus"][0];
     let missed = c["missed_releases"].as_u64().unwrap();
-    // About one release per millisecond of the stall, and a few more while the thread
-    // catches up (more at a timesharing priority, without root).
-    assert!(
-        (45..=stall_ms + 20).contains(&missed),
-        "{missed} missed releases after a stall of at most {stall_ms} ms"
-    );
-    assert!(c["lateness_ns"]["max"].as_i64().unwrap() >= 45_000_000);
+    // The stall as the thread saw it: the stop, and the time it took to run again after it
+    // (longer at a timesharing priority, without root, on a busy machine).
+    let max_late = c["lateness_ns"]["max"].as_i64().unwrap();
+    assert!(max_late >= 45_000_000, "largest lateness {max_late} ns");
+    let seen_ms = (max_late / 1_000_000) as u64;
     let later = c["later_than"].as_array().unwrap();
     let ten_ms = later
         .iter()
@@ -735,21 +733,31 @@ fn a_stall_is_counted_release_by_release() {
     assert!(ten_ms["raw_count"].as_u64().unwrap() <= 2, "{ten_ms}");
     // Each missed release carries its own lateness: they step down by the interval.
     let samples = std::fs::read_to_string(dir.join("samples.csv")).unwrap();
-    let late: Vec<i64> = samples
+    let rows: Vec<(i64, bool)> = samples
         .lines()
         .skip(1)
-        .filter_map(|l| l.split(',').nth(3)?.parse().ok())
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            Some((f.get(3)?.parse().ok()?, *f.get(4)? == "1"))
+        })
         .collect();
-    let worst = late
+    let worst = rows
         .iter()
         .enumerate()
-        .max_by_key(|(_, l)| **l)
+        .max_by_key(|(_, r)| r.0)
         .map(|(i, _)| i)
         .unwrap();
-    let step = late[worst] - late[worst + 1];
+    let step = rows[worst].0 - rows[worst + 1].0;
     assert!(
         (990_000..=1_010_000).contains(&step),
         "lateness steps by {step} ns"
+    );
+    // The stall's releases: the one the late wakeup waited for, then one missed release per
+    // millisecond of the stall, each recorded (other short hiccups add their own elsewhere).
+    let in_stall = rows[worst + 1..].iter().take_while(|r| r.1).count() as u64;
+    assert!(
+        (seen_ms.saturating_sub(1)..=seen_ms + 1).contains(&in_stall) && missed >= in_stall,
+        "{in_stall} missed releases in a stall of {seen_ms} ms seen by the thread ({missed} in the run; the test stopped it for at most {stall_ms} ms)"
     );
 }
 
