@@ -165,7 +165,11 @@ pub fn tool() -> Tool {
     }
 }
 
+/// The context of a run about to start. Starting is also when the runs and studies that a
+/// killed or crashed process left `running` in the runs directory are marked `incomplete`
+/// ([`settle_store`]).
 pub fn context() -> RunContext {
+    settle_store();
     RunContext {
         command_line: std::env::args().collect(),
         tool: tool(),
@@ -360,6 +364,32 @@ pub fn register(dir: &std::path::Path) {
             "sandglass: warning: the run is complete but was not added to the catalog ({e}); add it later with 'sandglass runs import {}'",
             d.display()
         );
+    }
+}
+
+/// Marks the runs and studies in the runs directory whose process ended before they finished
+/// (`Catalog::settle`), with one note line each. Does nothing when there is no catalog yet
+/// (the first one is built from the directories, which marks them on the way); a catalog that
+/// cannot be opened is left for the commands that need it to report.
+pub fn settle_store() {
+    let base = sandglass::store::default_base();
+    if !sandglass::catalog::path_in(&base).is_file() {
+        return;
+    }
+    let Ok(mut c) = sandglass::catalog::Catalog::open(&base) else {
+        return;
+    };
+    if c.created() {
+        // Filled (and settled on the way) by the first command that registers or lists.
+        return;
+    }
+    if let Ok(marked) = c.settle(&base) {
+        for d in marked {
+            eprintln!(
+                "sandglass: note: {} was left unfinished by a process that ended (killed, crashed or the machine stopped); marked incomplete",
+                d.display()
+            );
+        }
     }
 }
 

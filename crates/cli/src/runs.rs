@@ -65,7 +65,7 @@ pub enum RunsCommand {
     Rm {
         /// Run or study id, or a unique prefix of one
         id: String,
-        /// Also remove a run whose manifest still says running (its process was killed)
+        /// Also remove a run still in progress (its manifest says running and its process is alive)
         #[arg(long)]
         force: bool,
     },
@@ -101,6 +101,14 @@ fn open(base: &Path) -> Result<Catalog, Failure> {
                 "sandglass: warning: the catalog was created from {}; {} damaged directories were left out ('sandglass runs rebuild' names them)",
                 base.display(),
                 report.skipped.len()
+            );
+        }
+    } else {
+        let marked = c.settle(base).map_err(fail)?;
+        for d in marked {
+            eprintln!(
+                "sandglass: note: {} was left unfinished by a process that ended (killed, crashed or the machine stopped); marked incomplete",
+                d.display()
             );
         }
     }

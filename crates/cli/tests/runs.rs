@@ -301,3 +301,70 @@ fn bad_input_is_one_error_line_and_exit_2() {
     );
     usage_error(&runs, &["runs", "bogus"], &["bogus"]);
 }
+
+/// A run killed with SIGKILL cannot write its final state; the next start (here `runs`) finds
+/// its directory unlocked and marks it `incomplete`, and no reader takes it for a result.
+#[test]
+fn a_run_killed_with_sigkill_is_marked_incomplete_by_the_next_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    // A catalog to settle against: one finished run.
+    let done = timer_run(&runs);
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("sandglass"))
+        .args(["timer", "-c", "0", "-d", "60s"])
+        .env("SANDGLASS_RUNS_DIR", &runs)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the run has written its `running` manifest.
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let killed = loop {
+        let found = std::fs::read_dir(&runs).unwrap().flatten().find(|e| {
+            e.path() != done
+                && std::fs::read_to_string(e.path().join("manifest.json"))
+                    .is_ok_and(|m| m.contains("\"running\""))
+        });
+        if let Some(e) = found {
+            break e.path();
+        }
+        assert!(std::time::Instant::now() < end, "the run wrote no manifest");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let id = killed.file_name().unwrap().to_string_lossy().into_owned();
+    // While it runs, it is listed as running and cannot be marked.
+    let listed = rows(&runs);
+    let row = listed.iter().find(|r| r["id"] == id.as_str());
+    assert!(row.map_or(true, |r| r["state"] == "running"), "{listed:?}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    let o = run(&runs, &["runs", "--all", "--json"]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("marked incomplete") && o.stderr.contains(&id),
+        "{}",
+        o.stderr
+    );
+    let v: Value = serde_json::from_str(&o.stdout).unwrap();
+    let row = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == id.as_str())
+        .cloned()
+        .unwrap_or_else(|| panic!("{id} not listed: {v}"));
+    assert_eq!(row["state"], "incomplete", "{row}");
+    let m: Value =
+        serde_json::from_str(&std::fs::read_to_string(killed.join("manifest.json")).unwrap())
+            .unwrap();
+    assert_eq!(m["state"], "incomplete");
+    // Marked once; the finished run is untouched.
+    let o = run(&runs, &["runs"]);
+    assert!(!o.stderr.contains("marked incomplete"), "{}", o.stderr);
+    usage_error(&runs, &["report", &id], &["incomplete", "killed"]);
+    let finished: Value =
+        serde_json::from_str(&std::fs::read_to_string(done.join("manifest.json")).unwrap())
+            .unwrap();
+    assert_eq!(finished["state"], "completed");
+}

@@ -38,6 +38,11 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// The kind recorded for study directories.
 pub const STUDY_KIND: &str = "study";
 
+/// The `meta` key of a new catalog not yet filled from the directories: written with the
+/// schema, deleted by the first [`Catalog::rebuild`]. A catalog whose creator could not fill it
+/// (a full disk, a killed process) is filled by the next open instead of staying empty.
+const UNFILLED_KEY: &str = "unfilled";
+
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS meta (
     key   TEXT PRIMARY KEY,
@@ -98,7 +103,7 @@ pub enum CatalogError {
         count: usize,
         examples: String,
     },
-    #[error("{id} is still running (its manifest says so); if its process was killed, remove it with --force")]
+    #[error("{id} is still running (a sandglass process is writing it): stop that run first, or remove it anyway with --force")]
     Running { id: String },
     #[error("{id} is a cell of study {study}; remove the whole study (sandglass runs rm {study})")]
     Cell { id: String, study: String },
@@ -218,7 +223,6 @@ impl Catalog {
                 Some(format!("cannot create {}: {e}", base.display())),
             ))
         })?;
-        let created = !path.exists();
         let conn = Connection::open(&path).map_err(open_err)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(open_err)?;
         // WAL lets readers go on while a run registers itself; a file system that cannot do
@@ -227,9 +231,9 @@ impl Catalog {
         let mut c = Catalog {
             conn,
             path,
-            created,
+            created: false,
         };
-        c.init()?;
+        c.created = c.init()?;
         Ok(c)
     }
 
@@ -240,7 +244,9 @@ impl Catalog {
         }
     }
 
-    fn init(&mut self) -> Result<(), CatalogError> {
+    /// Creates the schema when missing; returns true when the catalog has not been filled from
+    /// the directories yet.
+    fn init(&mut self) -> Result<bool, CatalogError> {
         let path = self.path.clone();
         let sql = move |source| CatalogError::Sql {
             path: path.clone(),
@@ -273,9 +279,22 @@ impl Catalog {
                     params![SCHEMA_VERSION.to_string()],
                 )
                 .map_err(&sql)?;
+                tx.execute(
+                    "INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)",
+                    params![UNFILLED_KEY, store::now_rfc3339()],
+                )
+                .map_err(&sql)?;
             }
         }
-        tx.commit().map_err(&sql)
+        let unfilled: i64 = tx
+            .query_row(
+                "SELECT COUNT(*) FROM meta WHERE key = ?1",
+                params![UNFILLED_KEY],
+                |r| r.get(0),
+            )
+            .map_err(&sql)?;
+        tx.commit().map_err(&sql)?;
+        Ok(unfilled > 0)
     }
 
     /// The database file.
@@ -283,7 +302,9 @@ impl Catalog {
         &self.path
     }
 
-    /// True when [`Catalog::open`] created the database (so it indexes nothing yet).
+    /// True when the database has not been filled from the directories yet: [`Catalog::open`]
+    /// created it, or the process that created it could not fill it (a full disk, SIGKILL).
+    /// The caller fills it with [`Catalog::rebuild`].
     pub fn created(&self) -> bool {
         self.created
     }
@@ -292,6 +313,8 @@ impl Catalog {
     /// cells), all in one transaction. A damaged directory adds nothing and is reported by the
     /// name of the file at fault. Returns the ids written.
     pub fn index(&mut self, dir: &Path) -> Result<Vec<String>, CatalogError> {
+        // A run or study its process abandoned is marked before it is read.
+        let _ = settle_dir(dir);
         let entries = read_dir_entries(dir)?;
         let path = self.path.clone();
         let sql = move |source| CatalogError::Sql {
@@ -320,6 +343,62 @@ impl Catalog {
         }
         tx.commit().map_err(&sql)?;
         Ok(entries.into_iter().map(|e| e.id).collect())
+    }
+
+    /// Marks the runs and studies whose process ended before they finished (killed, crashed,
+    /// the machine stopped): every directory in `base` that the catalog does not list yet or
+    /// lists as `running`, found `running` on disk with nobody holding its lock, becomes
+    /// `incomplete` (a study can then be finished with `--resume`), and is indexed again. Cheap
+    /// enough for every start: finished runs the catalog knows are not read. Returns the
+    /// directories marked.
+    pub fn settle(&mut self, base: &Path) -> Result<Vec<PathBuf>, CatalogError> {
+        let known: std::collections::BTreeMap<PathBuf, String> = {
+            let mut stmt = self
+                .conn
+                .prepare("SELECT path, state FROM runs WHERE study IS NULL")
+                .map_err(|source| CatalogError::Sql {
+                    path: self.path.clone(),
+                    source,
+                })?;
+            let rows = stmt
+                .query_map([], |r| {
+                    Ok((
+                        PathBuf::from(r.get::<_, String>(0)?),
+                        r.get::<_, String>(1)?,
+                    ))
+                })
+                .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+                .map_err(|source| CatalogError::Sql {
+                    path: self.path.clone(),
+                    source,
+                })?;
+            rows.into_iter().collect()
+        };
+        let mut candidates: Vec<PathBuf> = known
+            .iter()
+            .filter(|(p, state)| state.as_str() == "running" && p.is_dir())
+            .map(|(p, _)| p.clone())
+            .collect();
+        if let Ok(rd) = std::fs::read_dir(base) {
+            for e in rd.flatten() {
+                let p = absolute(&e.path()).unwrap_or_else(|_| e.path());
+                if p.is_dir() && !known.contains_key(&p) {
+                    candidates.push(p);
+                }
+            }
+        }
+        candidates.sort();
+        candidates.dedup();
+        let mut marked = Vec::new();
+        for dir in candidates {
+            if settle_dir(&dir) == Ok(true) {
+                // Indexed again when it was listed or lies in the store; a directory the
+                // catalog rejects (damaged) stays out, as it would have anyway.
+                let _ = self.index(&dir);
+                marked.push(dir);
+            }
+        }
+        Ok(marked)
     }
 
     /// The row of `id`.
@@ -501,6 +580,7 @@ impl Catalog {
             if !seen.insert(abs.clone()) {
                 continue;
             }
+            let _ = settle_dir(&abs);
             if abs.join(study_run::STATE_FILE).exists() {
                 let (study, cells) = read_study_lenient(&abs, &mut report.skipped);
                 if let Some(s) = study {
@@ -545,9 +625,23 @@ impl Catalog {
         for r in &unique {
             upsert(&tx, r).map_err(&sql)?;
         }
+        tx.execute("DELETE FROM meta WHERE key = ?1", params![UNFILLED_KEY])
+            .map_err(&sql)?;
         tx.commit().map_err(&sql)?;
         report.indexed = unique.len();
         Ok(report)
+    }
+}
+
+/// Marks the run or study in `dir` when its process abandoned it ([`store::mark_abandoned`],
+/// [`study_run::mark_abandoned`]); true when it was marked.
+pub fn settle_dir(dir: &Path) -> Result<bool, String> {
+    if dir.join(study_run::STATE_FILE).exists() {
+        study_run::mark_abandoned(dir).map_err(|e| e.to_string())
+    } else if dir.join("manifest.json").exists() {
+        store::mark_abandoned(dir).map_err(|e| e.to_string())
+    } else {
+        Ok(false)
     }
 }
 
@@ -1154,6 +1248,180 @@ mod tests {
         r
     }
 
+    /// Writes the `study.json` of the built-in quick study into `sdir`, in `state`, with each
+    /// cell's state from `cell_state`.
+    fn quick_study(
+        sdir: &Path,
+        state: crate::study::run::StudyState,
+        cell_state: impl Fn(usize) -> crate::study::run::CellState,
+    ) -> StudyRecord {
+        use crate::study::run::{CellRecord, CellState};
+        let study = crate::study::load("quick").expect("built-in study");
+        let cells: Vec<CellRecord> = crate::study::cells(&study.file)
+            .into_iter()
+            .enumerate()
+            .map(|(i, cell)| CellRecord {
+                labels: cell.labels(&study.file),
+                dir: (cell_state(i) != CellState::Pending).then(|| cell.id.clone()),
+                cell,
+                state: cell_state(i),
+                earlier_attempts: vec![],
+                error: None,
+                detail: None,
+                started_at: None,
+                ended_at: None,
+                seconds: None,
+                metrics: Default::default(),
+                loads: vec![],
+                warnings: vec![],
+            })
+            .collect();
+        let record = StudyRecord {
+            schema_version: study_run::STATE_VERSION,
+            kind: "study".into(),
+            id: sdir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            name: "quick".into(),
+            source: study.source.clone(),
+            text: study.text.clone(),
+            duration_scale: 1.0,
+            tool: Tool {
+                name: "sandglass".into(),
+                version: "0.1.0".into(),
+                commit: "0".into(),
+            },
+            command_lines: vec![vec!["sandglass".into(), "quick".into()]],
+            created_at: "2026-11-22T09:35:12Z".into(),
+            updated_at: "2026-11-22T09:36:12Z".into(),
+            state,
+            detail: None,
+            system: crate::system::snapshot(),
+            cells,
+        };
+        std::fs::write(
+            sdir.join(study_run::STATE_FILE),
+            serde_json::to_vec_pretty(&record).unwrap(),
+        )
+        .unwrap();
+        record
+    }
+
+    #[test]
+    fn runs_and_studies_left_running_by_a_dead_process_are_marked_on_the_next_start() {
+        use crate::study::run::{CellState, StudyState};
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().join("runs");
+        // A run whose process died (its directory lock is gone), one still being written
+        // (this process holds its lock), and a finished one.
+        let killed = noise_run(
+            &base.join("20261122-100000-noise-0001"),
+            "2026-11-22T10:00:00Z",
+            RunState::Running,
+        );
+        drop(killed);
+        let live = noise_run(
+            &base.join("20261122-100001-noise-0002"),
+            "2026-11-22T10:00:01Z",
+            RunState::Running,
+        );
+        noise_run(
+            &base.join("20261122-100002-noise-0003"),
+            "2026-11-22T10:00:02Z",
+            RunState::Completed,
+        );
+        // A study killed during its second cell, whose run says running.
+        let sdir = base.join("20261122-100003-study-quick-0004");
+        std::fs::create_dir_all(&sdir).unwrap();
+        noise_run(
+            &sdir.join("timer-idle"),
+            "2026-11-22T10:00:03Z",
+            RunState::Completed,
+        );
+        let cell_id = crate::study::cells(&crate::study::load("quick").unwrap().file)[1]
+            .id
+            .clone();
+        drop(noise_run(
+            &sdir.join(&cell_id),
+            "2026-11-22T10:00:04Z",
+            RunState::Running,
+        ));
+        quick_study(&sdir, StudyState::Running, |i| match i {
+            0 => CellState::Completed,
+            1 => CellState::Running,
+            _ => CellState::Pending,
+        });
+
+        let mut c = Catalog::open(&base).unwrap();
+        c.rebuild(&base).unwrap();
+        // The rebuild marked the dead ones on its way.
+        let state = |c: &Catalog, id: &str| c.get(id).unwrap().map(|e| e.state);
+        assert_eq!(
+            state(&c, "20261122-100000-noise-0001").as_deref(),
+            Some("incomplete")
+        );
+        assert_eq!(
+            state(&c, "20261122-100001-noise-0002").as_deref(),
+            Some("running")
+        );
+        assert_eq!(
+            state(&c, "20261122-100002-noise-0003").as_deref(),
+            Some("completed")
+        );
+        assert_eq!(
+            state(&c, "20261122-100003-study-quick-0004").as_deref(),
+            Some("incomplete")
+        );
+        let cell = format!("20261122-100003-study-quick-0004/{cell_id}");
+        assert_eq!(state(&c, &cell).as_deref(), Some("incomplete"));
+        let r = study_run::read_state(&sdir).unwrap();
+        assert_eq!(r.cells[1].state, CellState::Interrupted);
+        assert!(r.detail.unwrap().contains("--resume"));
+        assert!(matches!(
+            RunReader::open(&base.join("20261122-100000-noise-0001")),
+            Err(ReadError::Incomplete { .. })
+        ));
+        // Nothing more to mark while the live run's writer holds its lock.
+        assert!(c.settle(&base).unwrap().is_empty());
+
+        // The start path: the live run's process dies; another run was killed before it was
+        // ever indexed.
+        drop(live);
+        drop(noise_run(
+            &base.join("20261122-100005-noise-0005"),
+            "2026-11-22T10:00:05Z",
+            RunState::Running,
+        ));
+        let mut marked = c.settle(&base).unwrap();
+        marked.sort();
+        let names: Vec<String> = marked
+            .iter()
+            .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .collect();
+        assert_eq!(
+            names,
+            ["20261122-100001-noise-0002", "20261122-100005-noise-0005"]
+        );
+        assert_eq!(
+            state(&c, "20261122-100001-noise-0002").as_deref(),
+            Some("incomplete")
+        );
+        assert_eq!(
+            state(&c, "20261122-100005-noise-0005").as_deref(),
+            Some("incomplete")
+        );
+        let m = RunReader::open_any_state(&base.join("20261122-100005-noise-0005"))
+            .unwrap()
+            .manifest;
+        assert_eq!(m.state, RunState::Incomplete);
+        assert!(m
+            .end_detail
+            .unwrap()
+            .contains("ended before the run finished"));
+        assert!(c.settle(&base).unwrap().is_empty());
+    }
+
     #[test]
     fn creates_a_versioned_database_in_the_base() {
         let tmp = tempfile::tempdir().unwrap();
@@ -1170,6 +1438,11 @@ mod tests {
             )
             .unwrap();
         assert_eq!(v, "1");
+        // Not filled (its creator failed or was killed): the next open fills it.
+        drop(c);
+        let mut c = Catalog::open(&base).unwrap();
+        assert!(c.created());
+        c.rebuild(&base).unwrap();
         drop(c);
         let c = Catalog::open(&base).unwrap();
         assert!(!c.created());
@@ -1271,7 +1544,7 @@ mod tests {
 
     #[test]
     fn studies_are_indexed_with_their_cells_or_not_at_all() {
-        use crate::study::run::{CellRecord, CellState, StudyState};
+        use crate::study::run::{CellState, StudyState};
         let tmp = tempfile::tempdir().unwrap();
         let base = tmp.path().join("runs");
         let sdir = base.join("20261122-093512-study-quick-5f0e");
@@ -1282,57 +1555,14 @@ mod tests {
             "2026-11-22T09:35:30Z",
             RunState::Completed,
         );
-        let study = crate::study::load("quick").expect("built-in study");
-        let cells: Vec<CellRecord> = crate::study::cells(&study.file)
-            .into_iter()
-            .enumerate()
-            .map(|(i, cell)| CellRecord {
-                labels: cell.labels(&study.file),
-                cell,
-                state: if i < 2 {
-                    CellState::Completed
-                } else {
-                    CellState::Pending
-                },
-                dir: None,
-                earlier_attempts: vec![],
-                error: None,
-                detail: None,
-                started_at: None,
-                ended_at: None,
-                seconds: None,
-                metrics: Default::default(),
-                loads: vec![],
-                warnings: vec![],
-            })
-            .collect();
-        let total = cells.len();
-        let record = StudyRecord {
-            schema_version: study_run::STATE_VERSION,
-            kind: "study".into(),
-            id: "20261122-093512-study-quick-5f0e".into(),
-            name: "quick".into(),
-            source: study.source.clone(),
-            text: study.text.clone(),
-            duration_scale: 1.0,
-            tool: Tool {
-                name: "sandglass".into(),
-                version: "0.1.0".into(),
-                commit: "0".into(),
-            },
-            command_lines: vec![vec!["sandglass".into(), "quick".into()]],
-            created_at: "2026-11-22T09:35:12Z".into(),
-            updated_at: "2026-11-22T09:36:12Z".into(),
-            state: StudyState::Interrupted,
-            detail: None,
-            system: crate::system::snapshot(),
-            cells,
-        };
-        std::fs::write(
-            sdir.join(study_run::STATE_FILE),
-            serde_json::to_vec_pretty(&record).unwrap(),
-        )
-        .unwrap();
+        let record = quick_study(&sdir, StudyState::Interrupted, |i| {
+            if i < 2 {
+                CellState::Completed
+            } else {
+                CellState::Pending
+            }
+        });
+        let total = record.cells.len();
 
         let mut c = Catalog::open(&base).unwrap();
         let ids = c.index(&sdir).unwrap();
@@ -1397,7 +1627,8 @@ mod tests {
             "2026-11-21T08:00:00Z",
             RunState::Completed,
         );
-        noise_run(
+        // Still being written: this process holds its lock.
+        let _live = noise_run(
             &base.join("20261123-080000-noise-dddd"),
             "2026-11-23T08:00:00Z",
             RunState::Running,

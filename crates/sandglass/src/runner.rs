@@ -344,8 +344,14 @@ pub fn measure(
             }),
         )
     };
-    dir.write_manifest(&manifest)
-        .map_err(|e| RunError::Usage(e.to_string()))?;
+    if let Err(e) = dir.write_manifest(&manifest) {
+        // Nothing was measured (a full disk): leave nothing behind, as bench runs do; a
+        // directory given with -o is kept.
+        if spec.output_dir.is_none() {
+            let _ = std::fs::remove_dir_all(dir.path());
+        }
+        return Err(RunError::Usage(e.to_string()));
+    }
     let kind = counter.kind;
     let rdtscp = counter.rdtscp;
     let setup = Setup {

@@ -11,9 +11,13 @@
 //!
 //! The manifest is written twice: with state `running` before the measurement starts (which
 //! also proves the directory is writable before anything is measured) and with the final state
-//! after every data file has been written. A directory whose manifest still says `running` was
-//! never finished (the process was killed). Each write goes to a temporary name first and is
+//! after every data file has been written. Each write goes to a temporary name first and is
 //! renamed into place, so no file is ever seen half-written under its final name.
+//!
+//! The writing process holds an advisory lock on the directory ([`DirLock`]) until it ends.
+//! A directory whose manifest says `running` while nobody holds the lock was left by a process
+//! that was killed or crashed (or a machine that stopped): the next start marks it
+//! `incomplete` ([`mark_abandoned`]), so it is never taken for a run still in progress.
 //!
 //! The format is versioned by `schema_version`; later versions add fields and files, never
 //! change the meaning of existing ones. `docs/run-format.md` documents it.
@@ -46,6 +50,8 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+    #[error("{0} is being written by another sandglass process: give another -o, or wait for that run to end")]
+    Busy(PathBuf),
     #[error("cannot write {path}: {source}")]
     Write {
         path: PathBuf,
@@ -82,6 +88,9 @@ pub enum RunState {
     Watchdog,
     /// Setup failed before or during the measurement.
     Failed,
+    /// The process ended before the run finished (SIGKILL, a crash, the machine stopped):
+    /// found `running` with nobody writing it, and marked so by the next start.
+    Incomplete,
 }
 
 impl RunState {
@@ -92,6 +101,7 @@ impl RunState {
             RunState::Interrupted => "interrupted",
             RunState::Watchdog => "ended by the watchdog",
             RunState::Failed => "failed",
+            RunState::Incomplete => "incomplete",
         }
     }
 }
@@ -158,11 +168,44 @@ pub fn default_base() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(DEFAULT_BASE))
 }
 
-/// An open run directory.
+/// An open run directory, locked against other writers for as long as any clone of it lives.
 #[derive(Clone, Debug)]
 pub struct RunDir {
     path: PathBuf,
     id: String,
+    _lock: Option<std::sync::Arc<DirLock>>,
+}
+
+/// An exclusive advisory lock (`flock`) on a run or study directory, held by the process that
+/// writes it. The kernel drops it when the process ends, however it ends, so a directory that
+/// says `running` and is not locked was abandoned.
+#[derive(Debug)]
+pub struct DirLock {
+    _file: std::fs::File,
+}
+
+impl DirLock {
+    /// Takes the lock on `dir`: `Ok(Some)` when taken, `Ok(None)` when another process holds
+    /// it. A file system without locks (some network file systems) is an `Err`; callers then
+    /// go on unlocked.
+    pub fn try_acquire(dir: &Path) -> std::io::Result<Option<DirLock>> {
+        let file = std::fs::File::open(dir)?;
+        match sandglass_sys::process::try_lock_exclusive(&file) {
+            Ok(true) => Ok(Some(DirLock { _file: file })),
+            Ok(false) => Ok(None),
+            Err(e) => Err(std::io::Error::from_raw_os_error(e.0)),
+        }
+    }
+}
+
+/// Takes the lock of a directory this process has just created. Another holder means another
+/// process writes there; a file system without locks leaves the directory unlocked.
+fn lock_new(path: &Path) -> Result<Option<std::sync::Arc<DirLock>>, StoreError> {
+    match DirLock::try_acquire(path) {
+        Ok(Some(l)) => Ok(Some(std::sync::Arc::new(l))),
+        Ok(None) => Err(StoreError::Busy(path.to_path_buf())),
+        Err(_) => Ok(None),
+    }
 }
 
 impl RunDir {
@@ -195,6 +238,7 @@ impl RunDir {
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_else(|| run_id(kind, 0));
             return Ok(RunDir {
+                _lock: lock_new(p)?,
                 path: p.to_path_buf(),
                 id,
             });
@@ -204,7 +248,13 @@ impl RunDir {
             let id = run_id(kind, attempt);
             let path = base.join(&id);
             match std::fs::create_dir(&path) {
-                Ok(()) => return Ok(RunDir { path, id }),
+                Ok(()) => {
+                    return Ok(RunDir {
+                        _lock: lock_new(&path)?,
+                        path,
+                        id,
+                    })
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
                 Err(source) => return Err(StoreError::Create { path, source }),
             }
@@ -252,18 +302,71 @@ impl RunDir {
     }
 
     fn write_atomic(&self, name: &str, data: &[u8]) -> Result<(), StoreError> {
-        let final_path = self.path.join(name);
-        let tmp = self.path.join(format!(".{name}.tmp"));
-        let err = |source| StoreError::Write {
-            path: final_path.clone(),
-            source,
-        };
-        let mut f = std::fs::File::create(&tmp).map_err(err)?;
-        f.write_all(data).map_err(err)?;
-        f.sync_all().map_err(err)?;
-        drop(f);
-        std::fs::rename(&tmp, &final_path).map_err(err)
+        write_atomic(&self.path, name, data)
     }
+}
+
+fn write_atomic(dir: &Path, name: &str, data: &[u8]) -> Result<(), StoreError> {
+    let final_path = dir.join(name);
+    let tmp = dir.join(format!(".{name}.tmp"));
+    let err = |source| StoreError::Write {
+        path: final_path.clone(),
+        source,
+    };
+    let written = std::fs::File::create(&tmp)
+        .and_then(|mut f| {
+            f.write_all(data)?;
+            f.sync_all()
+        })
+        .and_then(|()| std::fs::rename(&tmp, &final_path));
+    if written.is_err() {
+        // A full disk or a failing device: leave no partial file behind, and give its space
+        // back (the rest of the run may still fit).
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written.map_err(err)
+}
+
+/// Marks the run directory `dir` `incomplete` when its manifest says `running` and no process
+/// holds its lock (its writer was killed or crashed, or the machine stopped). Returns true when
+/// it was marked; false when the run is finished, still being written, or on a file system
+/// without locks (where a live run cannot be told from a dead one). Whatever the directory
+/// holds is kept as it is; the files the manifest lists stay listed.
+pub fn mark_abandoned(dir: &Path) -> Result<bool, StoreError> {
+    let write_err = |source| StoreError::Write {
+        path: dir.join("manifest.json"),
+        source,
+    };
+    let Ok(r) = RunReader::open_any_state(dir) else {
+        return Ok(false);
+    };
+    if r.manifest.state != RunState::Running {
+        return Ok(false);
+    }
+    let lock = match DirLock::try_acquire(dir) {
+        Ok(Some(l)) => l,
+        Ok(None) | Err(_) => return Ok(false),
+    };
+    // Read again under the lock: the writer may have finished in between.
+    let mut m = RunReader::open_any_state(dir)
+        .map_err(|e| write_err(std::io::Error::other(e.to_string())))?
+        .manifest;
+    if m.state != RunState::Running {
+        return Ok(false);
+    }
+    m.state = RunState::Incomplete;
+    m.end_detail = Some(format!(
+        "the process writing this run ended before the run finished (killed, crashed or the machine stopped); marked incomplete at {}",
+        now_rfc3339()
+    ));
+    let mut text = serde_json::to_vec_pretty(&m).map_err(|source| StoreError::Encode {
+        what: "manifest.json".into(),
+        source,
+    })?;
+    text.push(b'\n');
+    write_atomic(dir, "manifest.json", &text)?;
+    drop(lock);
+    Ok(true)
 }
 
 /// Lower-case hexadecimal SHA-256 of `data`.
@@ -292,9 +395,13 @@ pub enum ReadError {
     #[error("{path}: schema version {found} is newer than this sandglass reads ({SCHEMA_VERSION}); upgrade sandglass")]
     NewerSchema { path: PathBuf, found: u32 },
     #[error(
-        "{run}: the run never finished (its manifest still says running): the process was killed"
+        "{run}: the run has not finished: its manifest says running (it is still being measured, or its process was killed and no sandglass has started since to mark it incomplete)"
     )]
     Unfinished { run: PathBuf },
+    #[error(
+        "{run}: the run is incomplete: its process ended before it finished (killed, crashed or the machine stopped), so it has no results to read"
+    )]
+    Incomplete { run: PathBuf },
     #[error("{run}: the manifest lists no file {name}; this run has {available}")]
     NotListed {
         run: PathBuf,
@@ -327,12 +434,15 @@ impl RunReader {
     /// says `running` is refused ([`ReadError::Unfinished`]).
     pub fn open(path: &Path) -> Result<RunReader, ReadError> {
         let r = RunReader::open_any_state(path)?;
-        if r.manifest.state == RunState::Running {
-            return Err(ReadError::Unfinished {
+        match r.manifest.state {
+            RunState::Running => Err(ReadError::Unfinished {
                 run: path.to_path_buf(),
-            });
+            }),
+            RunState::Incomplete => Err(ReadError::Incomplete {
+                run: path.to_path_buf(),
+            }),
+            _ => Ok(r),
         }
-        Ok(r)
     }
 
     /// Opens the run directory at `path` whatever its state, an unfinished run included (the
@@ -508,6 +618,64 @@ mod tests {
             b"a,b\n"
         );
         assert!(!a.path().join(".x.csv.tmp").exists());
+    }
+
+    #[test]
+    fn a_directory_another_writer_holds_is_refused() {
+        let base = tempfile::tempdir().expect("tempdir");
+        let dir = base.path().join("run");
+        std::fs::create_dir(&dir).expect("mkdir");
+        let held = DirLock::try_acquire(&dir).expect("lock").expect("free");
+        let e = RunDir::create(Some(&dir), base.path(), "test").expect_err("held");
+        assert!(matches!(e, StoreError::Busy(_)), "{e}");
+        assert!(e.to_string().contains("another sandglass process"), "{e}");
+        drop(held);
+        let r = RunDir::create(Some(&dir), base.path(), "test").expect("free again");
+        // The run holds it now: nobody else can take it, and its running manifest is not
+        // taken for an abandoned one.
+        assert!(DirLock::try_acquire(&dir).expect("lock").is_none());
+        let m = Manifest {
+            schema_version: SCHEMA_VERSION,
+            id: r.id().to_string(),
+            kind: "test".into(),
+            tool: Tool {
+                name: "sandglass".into(),
+                version: "0".into(),
+                commit: "0".into(),
+            },
+            command_line: vec![],
+            state: RunState::Running,
+            started_at: now_rfc3339(),
+            ended_at: None,
+            end_detail: None,
+            system: crate::system::snapshot(),
+            clock: serde_json::Value::Null,
+            config: serde_json::Value::Null,
+            warnings: vec![],
+            files: vec![],
+        };
+        r.write_manifest(&m).expect("manifest");
+        assert!(!mark_abandoned(&dir).expect("mark"));
+        drop(r);
+        assert!(mark_abandoned(&dir).expect("mark"));
+        assert!(!mark_abandoned(&dir).expect("marked once"));
+        let e = RunReader::open(&dir).expect_err("incomplete");
+        assert!(e.to_string().contains("incomplete"), "{e}");
+    }
+
+    #[test]
+    fn a_failed_write_leaves_no_temporary_file() {
+        let base = tempfile::tempdir().expect("tempdir");
+        let r =
+            RunDir::create(Some(&base.path().join("run")), base.path(), "test").expect("create");
+        // A non-empty directory in the way makes the rename fail after the data was written.
+        std::fs::create_dir(r.path().join("x.csv")).expect("mkdir");
+        std::fs::write(r.path().join("x.csv").join("inside"), "x").expect("write");
+        let e = r
+            .write_file("x.csv", b"a,b\n", "test/1", "test")
+            .expect_err("the rename fails");
+        assert!(e.to_string().contains("cannot write"), "{e}");
+        assert!(!r.path().join(".x.csv.tmp").exists());
     }
 
     #[test]

@@ -129,3 +129,42 @@ mod tests {
         assert!(timer_slack_ns().is_some());
     }
 }
+
+/// Takes an exclusive advisory lock on an open file or directory without waiting
+/// (`flock(LOCK_EX | LOCK_NB)`). `Ok(true)`: this open file now holds the lock, until it is
+/// closed or the process ends (however it ends, SIGKILL included); `Ok(false)`: another open
+/// file holds it. Errors are the file system's (`ENOLCK`, `EOPNOTSUPP` on some network file
+/// systems).
+pub fn try_lock_exclusive(file: &std::fs::File) -> Result<bool, Errno> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: the descriptor is open for the lifetime of `file`; flock takes no pointers.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc == 0 {
+        return Ok(true);
+    }
+    let e = Errno::last();
+    if e.0 == libc::EWOULDBLOCK {
+        Ok(false)
+    } else {
+        Err(e)
+    }
+}
+
+#[cfg(test)]
+mod lock_tests {
+    use super::try_lock_exclusive;
+
+    #[test]
+    fn a_second_open_file_cannot_take_a_held_lock_until_the_first_is_closed() {
+        let dir = std::env::temp_dir().join(format!("sandglass-sys-lock-{}", super::pid()));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let first = std::fs::File::open(&dir).expect("open");
+        let second = std::fs::File::open(&dir).expect("open");
+        assert_eq!(try_lock_exclusive(&first), Ok(true));
+        assert_eq!(try_lock_exclusive(&second), Ok(false));
+        drop(first);
+        assert_eq!(try_lock_exclusive(&second), Ok(true));
+        drop(second);
+        std::fs::remove_dir(&dir).expect("rmdir");
+    }
+}

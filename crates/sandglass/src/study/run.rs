@@ -91,7 +91,9 @@ pub enum StudyState {
     Running,
     /// Every cell ran to its end.
     Completed,
-    /// Every cell was attempted and at least one failed.
+    /// Did not finish: every cell was attempted and at least one failed, or the study's
+    /// process ended before the end (killed, crashed, the machine stopped; marked so by the
+    /// next start). `--resume` reruns the cells not completed.
     Incomplete,
     /// Stopped by a signal; `--resume` continues.
     Interrupted,
@@ -277,6 +279,64 @@ pub fn read_state(dir: &Path) -> Result<StudyRecord, StudyError> {
     Ok(record)
 }
 
+/// Marks the study in `dir` `incomplete` when `study.json` says `running` and no process holds
+/// the directory's lock (the study's process was killed or crashed, or the machine stopped):
+/// the cell it was running becomes `interrupted`, that cell's run `incomplete`
+/// ([`store::mark_abandoned`]), and `--resume` continues from there. Returns true when it was
+/// marked; false when the study is not running, is still being run, or the file system has no
+/// locks.
+pub fn mark_abandoned(dir: &Path) -> Result<bool, StudyError> {
+    match read_state(dir) {
+        Ok(r) if r.state == StudyState::Running => {}
+        _ => return Ok(false),
+    }
+    let lock = match store::DirLock::try_acquire(dir) {
+        Ok(Some(l)) => l,
+        Ok(None) | Err(_) => return Ok(false),
+    };
+    // Read again under the lock: the study may have ended in between.
+    let mut record = read_state(dir)?;
+    if record.state != StudyState::Running {
+        return Ok(false);
+    }
+    mark_locked(dir, &mut record)?;
+    drop(lock);
+    Ok(true)
+}
+
+/// Marks a study whose lock this process holds and whose state says running.
+fn mark_locked(dir: &Path, record: &mut StudyRecord) -> Result<(), StudyError> {
+    let now = store::now_rfc3339();
+    let total = record.cells.len();
+    let mut at = None;
+    for (i, c) in record.cells.iter_mut().enumerate() {
+        if c.state != CellState::Running {
+            continue;
+        }
+        at = Some(i + 1);
+        if let Some(d) = &c.dir {
+            store::mark_abandoned(&dir.join(d)).map_err(|e| StudyError::Failed(e.to_string()))?;
+        }
+        c.state = CellState::Interrupted;
+        c.detail = Some(
+            "the study's process ended during this cell (killed, crashed or the machine stopped)"
+                .into(),
+        );
+        c.ended_at = Some(now.clone());
+    }
+    record.state = StudyState::Incomplete;
+    record.detail = Some(match at {
+        Some(i) => format!(
+            "the study's process ended in cell {i} of {total} without finishing (killed, crashed or the machine stopped); marked at {now}; --resume continues"
+        ),
+        None => format!(
+            "the study's process ended without finishing (killed, crashed or the machine stopped); marked at {now}; --resume continues"
+        ),
+    });
+    record.updated_at = now;
+    write_state(dir, record)
+}
+
 /// A study as it stands in its directory, with its tables, without running anything: for
 /// reports of finished (or stopped) studies.
 pub fn outcome(dir: &Path) -> Result<StudyOutcome, StudyError> {
@@ -391,7 +451,23 @@ pub fn resume(
     ctx: &RunContext,
     obs: &mut dyn StudyObserver,
 ) -> Result<StudyOutcome, StudyError> {
+    // Held until the study stops: a second process cannot resume it at the same time, and a
+    // process that dies leaves it to be marked by the next start.
+    let lock = match store::DirLock::try_acquire(dir) {
+        Ok(Some(l)) => Some(l),
+        Ok(None) => {
+            return Err(StudyError::Usage(format!(
+                "{}: another sandglass process is running this study; wait for it to end",
+                dir.display()
+            )))
+        }
+        Err(_) => None,
+    };
     let mut record = read_state(dir)?;
+    if record.state == StudyState::Running && lock.is_some() {
+        // Nobody else holds the lock, so the process that ran it has ended.
+        mark_locked(dir, &mut record)?;
+    }
     if let Some(s) = scale {
         check_scale(s)?;
         if (s - record.duration_scale).abs() > 1e-12 {
