@@ -275,6 +275,24 @@ fn a_study_stopped_in_its_third_cell_resumes_with_what_is_left() {
     .unwrap();
     assert_eq!(m["state"], "interrupted");
 
+    // While another process holds the study (here: this test holds its lock), a resume is
+    // refused and changes nothing.
+    let held = sandglass::store::DirLock::try_acquire(&dir)
+        .unwrap()
+        .expect("nobody holds the study");
+    let out = sandglass()
+        .args(["study", "--resume", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("another sandglass process is running this study"),
+        "{stderr}"
+    );
+    assert_eq!(state(&dir)["state"], "interrupted");
+    drop(held);
+
     let out = sandglass()
         .args(["study", "--resume", dir.to_str().unwrap()])
         .timeout(Duration::from_secs(120))

@@ -1173,6 +1173,15 @@ pub fn parse_when(text: &str, upper: bool, now: SystemTime) -> Result<String, St
         let age = humantime::parse_duration(t).map_err(|_| bad())?;
         now.checked_sub(age).ok_or_else(bad)?
     };
+    // RFC 3339 covers years 0000 to 9999 and the catalog's times start in 1970: anything
+    // outside (an age older than 1970, a date past 9999 once a day is added) is refused, not
+    // formatted.
+    let last = SystemTime::UNIX_EPOCH + Duration::from_secs(253_402_300_799);
+    if when < SystemTime::UNIX_EPOCH || when > last {
+        return Err(format!(
+            "{text}: before 1970 or after 9999; give a date in between, or a shorter age"
+        ));
+    }
     Ok(humantime::format_rfc3339_seconds(when).to_string())
 }
 
@@ -1748,6 +1757,16 @@ mod tests {
             let e = parse_when(bad, false, now).expect_err(bad);
             assert!(e.contains("YYYY-MM-DD"), "{e}");
         }
+        // Found by fuzzing: an age reaching back before 1970 made the formatter panic.
+        for bad in ["2525M2m525M2m", "100years"] {
+            let e = parse_when(bad, false, now).expect_err(bad);
+            assert!(e.contains("before 1970"), "{e}");
+        }
+        assert!(parse_when("9999-12-31", true, now).is_err());
+        assert_eq!(
+            parse_when("9999-12-31", false, now).unwrap(),
+            "9999-12-31T00:00:00Z"
+        );
     }
 
     #[test]

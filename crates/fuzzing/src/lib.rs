@@ -1,0 +1,569 @@
+//! Fuzz entry points for every parser of sandglass: each `fn(&[u8])` feeds arbitrary bytes to
+//! one kind of input a user, a file or the kernel can hand to sandglass, and checks what must
+//! hold for every input: no panic, no hang, and, where a parser has a printed form, that the
+//! printed form parses back to the same value.
+//!
+//! The same functions serve the cargo-fuzz targets in `fuzz/` (libFuzzer, nightly Rust; see
+//! `fuzz/README.md`) and the bounded run of the test suite (`tests/bounded.rs`, stable Rust),
+//! which replays the seed corpus in `fuzz/corpus/` and a few thousand generated inputs per
+//! target. [`TARGETS`] lists them all.
+//!
+//! A crash found by either becomes a regression test in `tests/regressions.rs`, named after
+//! what broke.
+
+use std::path::{Path, PathBuf};
+
+/// A fuzz entry point: its name (the cargo-fuzz target and the corpus directory) and function.
+pub struct Target {
+    pub name: &'static str,
+    /// What it parses, for `fuzz/README.md` and failure messages.
+    pub what: &'static str,
+    pub run: fn(&[u8]),
+}
+
+/// Every fuzz target, in the order of `fuzz/README.md`.
+pub const TARGETS: &[Target] = &[
+    Target {
+        name: "time_string",
+        what: "time strings (-d 10s, -i 1ms, --settle 500us, thresholds)",
+        run: time_string,
+    },
+    Target {
+        name: "cpu_list",
+        what: "CPU lists (-c 0-3,6)",
+        run: cpu_list,
+    },
+    Target {
+        name: "policy",
+        what: "scheduling policy specs (-P f:95, d:1ms:10ms, Hourglass priority names)",
+        run: policy,
+    },
+    Target {
+        name: "hourglass_cmdline",
+        what: "the Hourglass command line (sandglass hourglass ...)",
+        run: hourglass_cmdline,
+    },
+    Target {
+        name: "task_file",
+        what: "task files for analyze rta/edf/admission",
+        run: task_file,
+    },
+    Target {
+        name: "study_file",
+        what: "study files (TOML)",
+        run: study_file,
+    },
+    Target {
+        name: "pipeline_file",
+        what: "pipeline (frame budget) files for bench budget",
+        run: pipeline_file,
+    },
+    Target {
+        name: "data_file",
+        what: "histogram, point and number files for analyze",
+        run: data_file,
+    },
+    Target {
+        name: "load_spec",
+        what: "load specs and load profiles (--load, --load-profile)",
+        run: load_spec,
+    },
+    Target {
+        name: "option_value",
+        what: "the other option values: timer kinds, threshold actions, gates, sizes, quantiles, dates, run@quantile",
+        run: option_value,
+    },
+    Target {
+        name: "run_dir",
+        what: "run directories: manifest.json, summary.json, samples and histogram files, study.json",
+        run: run_dir,
+    },
+    Target {
+        name: "tracefs",
+        what: "tracefs event format text, header_page and raw ring-buffer pages",
+        run: tracefs,
+    },
+    Target {
+        name: "procfs",
+        what: "/proc/interrupts, /proc/softirqs, /proc/stat, schedstat, cpuinfo and kernel config text",
+        run: procfs,
+    },
+];
+
+/// The target called `name`.
+pub fn target(name: &str) -> Option<&'static Target> {
+    TARGETS.iter().find(|t| t.name == name)
+}
+
+fn text(data: &[u8]) -> std::borrow::Cow<'_, str> {
+    String::from_utf8_lossy(data)
+}
+
+/// Splits `data` at its first byte into a selector and the rest.
+fn select(data: &[u8]) -> (u8, &[u8]) {
+    match data.split_first() {
+        Some((&b, rest)) => (b, rest),
+        None => (0, data),
+    }
+}
+
+/// `duration::parse` and `parse_or_ns`; a parsed time prints exactly and parses back.
+pub fn time_string(data: &[u8]) {
+    let s = text(data);
+    for parsed in [
+        sandglass::duration::parse(&s),
+        sandglass::duration::parse_or_ns(&s),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        let printed = sandglass::duration::format_exact(parsed);
+        let back = sandglass::duration::parse(&printed);
+        assert_eq!(back.ok(), Some(parsed), "{s:?} printed as {printed:?}");
+        let _ = sandglass::duration::format_human(parsed);
+    }
+}
+
+/// `CpuList::parse`; a parsed list prints and parses back to the same CPUs.
+pub fn cpu_list(data: &[u8]) {
+    let s = text(data);
+    if let Ok(list) = sandglass::cpulist::CpuList::parse(&s) {
+        let printed = list.to_string();
+        let back = sandglass::cpulist::CpuList::parse(&printed);
+        assert_eq!(
+            back.as_ref().map(|l| l.to_vec()).ok(),
+            Some(list.to_vec()),
+            "{s:?} printed as {printed:?}"
+        );
+        assert!(!list.is_empty());
+    }
+}
+
+/// `Policy::parse`; a parsed policy prints in a form that parses to the same print.
+pub fn policy(data: &[u8]) {
+    let s = text(data);
+    if let Ok(p) = sandglass::policy::Policy::parse(&s) {
+        let printed = p.to_string();
+        let back = sandglass::policy::Policy::parse(&printed)
+            .unwrap_or_else(|e| panic!("{s:?} printed as {printed:?}, which does not parse: {e}"));
+        assert_eq!(back.to_string(), printed, "{s:?}");
+    }
+}
+
+/// The words after `sandglass hourglass`, split at spaces, tabs and newlines.
+pub fn hourglass_cmdline(data: &[u8]) {
+    let s = text(data);
+    let words: Vec<String> = s.split([' ', '\t', '\n']).map(str::to_string).collect();
+    let _ = sandglass::hourglass::cmdline::parse(&words);
+}
+
+/// Task files as `analyze rta`, `analyze edf` and `analyze admission` read them; the parsed
+/// tasks then go through the analyses with their iteration bounds.
+pub fn task_file(data: &[u8]) {
+    let (which, rest) = select(data);
+    let s = text(rest);
+    let file = Path::new("fuzz.toml");
+    if which % 2 == 0 {
+        if let Ok(tasks) = sandglass::analysis::taskfile::parse_task_file(file, &s) {
+            let _ = tasks.len();
+        }
+    } else if let Ok(tasks) = sandglass::analysis::taskfile::parse_admission_file(file, &s) {
+        let _ = tasks.len();
+    }
+}
+
+/// Study files, as `sandglass study FILE` reads them, with their cells expanded.
+pub fn study_file(data: &[u8]) {
+    let s = text(data);
+    let source = sandglass::study::Source::File("fuzz.toml".into());
+    if let Ok(study) = sandglass::study::parse(&s, source) {
+        let _ = sandglass::study::cells(&study.file);
+    }
+}
+
+/// Pipeline files, as `sandglass bench budget FILE` reads them.
+pub fn pipeline_file(data: &[u8]) {
+    let s = text(data);
+    if let Ok(spec) = sandglass::microbench::budget::parse_budget(&s, "fuzz.toml") {
+        let _ = format!("{spec:?}");
+    }
+}
+
+/// Histogram, point and number files, as `analyze` reads them.
+pub fn data_file(data: &[u8]) {
+    let (which, rest) = select(data);
+    let s = text(rest);
+    let file = Path::new("fuzz.csv");
+    match which % 3 {
+        0 => {
+            let _ = sandglass::analysis::datafile::parse_histogram(file, &s);
+        }
+        1 => {
+            let _ = sandglass::analysis::datafile::parse_points(file, &s);
+        }
+        _ => {
+            let _ = sandglass::analysis::datafile::parse_numbers(file, &s);
+        }
+    }
+}
+
+/// `--load` specs and load profiles; a parsed profile prints and parses back to the same print.
+pub fn load_spec(data: &[u8]) {
+    let (which, rest) = select(data);
+    let s = text(rest);
+    match which % 3 {
+        0 => {
+            let _ = sandglass::load::LoadSpec::parse(&s);
+        }
+        1 => {
+            let _ = sandglass::load::spec::split_args(&s);
+        }
+        _ => {
+            if let Ok(specs) = sandglass::load::spec::parse_profile(&s) {
+                let printed = sandglass::load::spec::format_profile(&specs);
+                let back = sandglass::load::spec::parse_profile(&printed).unwrap_or_else(|e| {
+                    panic!("{s:?} printed as {printed:?}, which does not parse: {e}")
+                });
+                assert_eq!(
+                    sandglass::load::spec::format_profile(&back),
+                    printed,
+                    "{s:?}"
+                );
+            }
+        }
+    }
+}
+
+/// The smaller option values, chosen by the first byte.
+pub fn option_value(data: &[u8]) {
+    let (which, rest) = select(data);
+    let s = text(rest);
+    match which % 13 {
+        0 => {
+            let _ = sandglass::model::TimerKind::parse(&s);
+        }
+        1 => {
+            let _ = sandglass::runner::ThresholdAction::parse(&s);
+        }
+        2 => {
+            let _ = sandglass::compare::parse_gates(&s);
+        }
+        3 => {
+            let _ = sandglass::compare::parse_share(&s);
+        }
+        4 => {
+            let _ = sandglass::microbench::parse_size(&s);
+        }
+        5 => {
+            let _ = sandglass::microbench::parse_sizes(&s);
+        }
+        6 => {
+            let _ = sandglass::microbench::Placement::parse(&s);
+        }
+        7 => {
+            let _ = sandglass::microbench::file::parse_methods(&s);
+        }
+        8 => {
+            let _ = sandglass::microbench::ipc::parse_mechanisms(&s);
+        }
+        9 => {
+            let _ = sandglass::inputs::parse_quantile(&s);
+        }
+        10 => {
+            let _ = sandglass::inputs::parse_run_at(&s);
+        }
+        11 => {
+            let now =
+                std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_795_000_000);
+            let _ = sandglass::catalog::parse_when(&s, false, now);
+            let _ = sandglass::catalog::parse_when(&s, true, now);
+        }
+        _ => {
+            let _ = sandglass::noise::parse_workload(&s);
+        }
+    }
+}
+
+/// The files of a run directory, packed into one input (see [`pack`]): the first byte's low
+/// bit says whether the manifest's sizes and SHA-256 are made to match the files, so that
+/// their contents reach the parsers behind the integrity check; without it, the check itself
+/// is what is fuzzed. Every reader of run directories then reads it: the run reader and its
+/// verification, the catalog's file check and figures, `compare`, the analyses' run inputs,
+/// every export, the text, Markdown and HTML reports, and a study's state.
+pub fn run_dir(data: &[u8]) {
+    let (flags, rest) = select(data);
+    let files = unpack(rest);
+    let Ok(tmp) = tempfile::tempdir() else {
+        return;
+    };
+    let dir = tmp.path().join("run");
+    if std::fs::create_dir(&dir).is_err() {
+        return;
+    }
+    for (name, bytes) in &files {
+        if safe_name(name) {
+            let _ = std::fs::write(dir.join(name), bytes);
+        }
+    }
+    if flags & 1 == 1 {
+        fix_checksums(&dir);
+    }
+    read_everything(&dir);
+}
+
+/// A file name that stays inside the directory it is written to.
+fn safe_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() < 64
+        && !name.contains(['/', '\\', '\0'])
+        && !name.starts_with('.')
+}
+
+/// Rewrites `manifest.json`'s file list with the sizes and SHA-256 of the files present.
+fn fix_checksums(dir: &Path) {
+    let Ok(text) = std::fs::read(dir.join("manifest.json")) else {
+        return;
+    };
+    let Ok(mut m) = serde_json::from_slice::<serde_json::Value>(&text) else {
+        return;
+    };
+    if let Some(files) = m.get_mut("files").and_then(|f| f.as_array_mut()) {
+        for f in files {
+            let Some(name) = f.get("name").and_then(|n| n.as_str()).map(str::to_string) else {
+                continue;
+            };
+            if !safe_name(&name) {
+                continue;
+            }
+            if let Ok(bytes) = std::fs::read(dir.join(&name)) {
+                f["bytes"] = serde_json::json!(bytes.len());
+                f["sha256"] = serde_json::json!(sandglass::store::sha256_hex(&bytes));
+            }
+        }
+    }
+    if let Ok(out) = serde_json::to_vec(&m) {
+        let _ = std::fs::write(dir.join("manifest.json"), out);
+    }
+}
+
+fn read_everything(dir: &Path) {
+    use sandglass::store::RunReader;
+    use sandglass_report::export;
+    let sink = &mut std::io::sink();
+    let _ = sandglass::catalog::check_files(dir);
+    let _ = sandglass::compare::load(dir);
+    let _ = sandglass::inputs::latency_from_run(dir, None);
+    let _ = sandglass::inputs::latency_from_run(dir, Some(1));
+    if dir.join(sandglass::study::run::STATE_FILE).exists() {
+        if let Ok(o) = sandglass::study::run::outcome(dir) {
+            let _ = sandglass_report::study::write(sink, &o);
+            let _ = sandglass_report::markdown::study(sink, &o);
+            let _ = sandglass_report::html::study::page(&o);
+        }
+    }
+    let Ok(r) = RunReader::open(dir) else {
+        return;
+    };
+    let _ = r.verify();
+    if let Ok(summary) = r.read_text("summary.json") {
+        if let Ok(v) = serde_json::from_str::<serde_json::Value>(&summary) {
+            let loads = v.get("loads").cloned().unwrap_or(serde_json::Value::Null);
+            let _ = sandglass::catalog::figures(&r.manifest.kind, &v, &loads);
+        }
+        match r.manifest.kind.as_str() {
+            "timer" => {
+                if let Ok(t) = serde_json::from_str::<sandglass::timer::TimerResult>(&summary) {
+                    let _ = sandglass_report::timer::write(sink, &t);
+                    let _ = sandglass_report::markdown::timer(sink, &t);
+                }
+            }
+            "noise" => {
+                if let Ok(t) = serde_json::from_str::<sandglass::noise::NoiseResult>(&summary) {
+                    let _ = sandglass_report::noise::write(sink, &t);
+                    let _ = sandglass_report::markdown::noise(sink, &t);
+                }
+            }
+            "hourglass" => {
+                if let Ok(t) =
+                    serde_json::from_str::<sandglass::hourglass::result::HourglassResult>(&summary)
+                {
+                    let _ = sandglass_report::hourglass::write_summary(sink, &t);
+                    let _ = sandglass_report::markdown::hourglass(sink, &t);
+                }
+            }
+            _ => {}
+        }
+    }
+    let _ = export::csv::tables(&r);
+    for view in [
+        export::cyclictest::View::Corrected,
+        export::cyclictest::View::Raw,
+    ] {
+        if let Ok(h) = export::cyclictest::histogram(&r, 100, view) {
+            let _ = h.render();
+        }
+    }
+    let _ = export::perfetto::write_to(&r, sink);
+    let options = sandglass_report::html::Options { window: None };
+    let _ = sandglass_report::html::run(&r, &options);
+}
+
+/// Packs named files into one fuzz input: for each, a one-byte name length, the name, a
+/// four-byte little-endian length and the contents.
+pub fn pack(files: &[(String, Vec<u8>)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (name, bytes) in files {
+        let name = &name.as_bytes()[..name.len().min(255)];
+        out.push(name.len() as u8);
+        out.extend_from_slice(name);
+        out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+        out.extend_from_slice(bytes);
+    }
+    out
+}
+
+/// The inverse of [`pack`]; a truncated last file keeps what there is of it.
+pub fn unpack(mut data: &[u8]) -> Vec<(String, Vec<u8>)> {
+    let mut files = Vec::new();
+    while let Some((&n, rest)) = data.split_first() {
+        let n = usize::from(n).min(rest.len());
+        let name = String::from_utf8_lossy(&rest[..n]).into_owned();
+        let rest = &rest[n..];
+        let mut len = [0u8; 4];
+        let k = rest.len().min(4);
+        len[..k].copy_from_slice(&rest[..k]);
+        let rest = &rest[k..];
+        let len = (u32::from_le_bytes(len) as usize).min(rest.len());
+        files.push((name, rest[..len].to_vec()));
+        data = &rest[len..];
+    }
+    files
+}
+
+/// The files of the run directory `dir` (not its subdirectories), packed for [`run_dir`].
+pub fn pack_dir(dir: &Path) -> std::io::Result<Vec<u8>> {
+    let mut files = Vec::new();
+    let mut names: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_file())
+        .collect();
+    names.sort();
+    for p in names {
+        let name = p
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        files.push((name, std::fs::read(&p)?));
+    }
+    Ok(pack(&files))
+}
+
+/// The event formats of the kernel the fixtures come from (Linux 6.18, x86-64).
+const FORMATS: &[(&str, &str)] = &[
+    (
+        "sched",
+        include_str!("../../sandglass/src/causes/fixtures/events/sched/sched_switch/format"),
+    ),
+    (
+        "sched",
+        include_str!("../../sandglass/src/causes/fixtures/events/sched/sched_waking/format"),
+    ),
+    (
+        "sched",
+        include_str!("../../sandglass/src/causes/fixtures/events/sched/sched_wakeup/format"),
+    ),
+    (
+        "irq",
+        include_str!("../../sandglass/src/causes/fixtures/events/irq/irq_handler_entry/format"),
+    ),
+    (
+        "irq",
+        include_str!("../../sandglass/src/causes/fixtures/events/irq/irq_handler_exit/format"),
+    ),
+    (
+        "irq",
+        include_str!("../../sandglass/src/causes/fixtures/events/irq/softirq_entry/format"),
+    ),
+    (
+        "irq",
+        include_str!("../../sandglass/src/causes/fixtures/events/irq/softirq_exit/format"),
+    ),
+    (
+        "ftrace",
+        include_str!("../../sandglass/src/causes/fixtures/events/ftrace/print/format"),
+    ),
+];
+
+const HEADER_PAGE: &str = include_str!("../../sandglass/src/causes/fixtures/header_page");
+
+/// tracefs input chosen by the first byte: an event's `format` text, `header_page` text, or a
+/// raw ring-buffer page whose records are decoded with the kernel's own formats.
+pub fn tracefs(data: &[u8]) {
+    use sandglass::causes::tracefs_raw as raw;
+    let (which, rest) = select(data);
+    match which % 3 {
+        0 => {
+            let _ = raw::parse_format("sched", &text(rest));
+        }
+        1 => {
+            let _ = raw::parse_header_page(&text(rest));
+        }
+        _ => {
+            let formats: Vec<raw::Format> = FORMATS
+                .iter()
+                .filter_map(|(system, t)| raw::parse_format(system, t).ok())
+                .collect();
+            let decoder = raw::Decoder::new(&formats);
+            let Ok(layout) = raw::parse_header_page(HEADER_PAGE) else {
+                return;
+            };
+            let _ = raw::parse_page(rest, &layout, &mut |_, record| {
+                let _ = decoder.decode(record);
+            });
+        }
+    }
+}
+
+/// Kernel text files the sampler and the system snapshot read, chosen by the first byte.
+pub fn procfs(data: &[u8]) {
+    use sandglass::causes::procfs as p;
+    let (which, rest) = select(data);
+    let s = text(rest);
+    match which % 10 {
+        0 => {
+            let _ = p::parse_interrupts(&s);
+        }
+        1 => {
+            let _ = p::parse_softirqs(&s);
+        }
+        2 => {
+            let _ = p::parse_stat(&s);
+        }
+        3 => {
+            let _ = p::parse_ctxt(&s);
+        }
+        4 => {
+            let _ = p::parse_schedstat_wait(&s);
+        }
+        5 => {
+            let _ = sandglass::system::parse_cpu_flags(&s);
+            let _ = sandglass::system::parse_cpu_model(&s);
+        }
+        6 => {
+            let _ = sandglass::system::parse_config(&s);
+        }
+        7 => {
+            let _ = sandglass::system::parse_cpu_times(&s, 1);
+            let _ = sandglass::system::parse_cap_eff(&s, 23);
+        }
+        8 => {
+            let _ = sandglass::causes::tracefs::tracefs_mounts(&s);
+            let _ = sandglass::causes::tracefs::lost_in_stats(&s);
+        }
+        _ => {
+            let _ = sandglass::system::parse_debugfs_preempt(&s);
+            let _ = sandglass::system::parse_cmdline_preempt(&s);
+        }
+    }
+}
