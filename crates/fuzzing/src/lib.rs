@@ -157,18 +157,22 @@ pub fn hourglass_cmdline(data: &[u8]) {
     let _ = sandglass::hourglass::cmdline::parse(&words);
 }
 
-/// Task files as `analyze rta`, `analyze edf` and `analyze admission` read them; the parsed
-/// tasks then go through the analyses with their iteration bounds.
+/// Task files as `analyze rta`, `analyze edf` and `analyze admission` read them; whatever
+/// parses then goes through those analyses, whose work budgets must end every one of them.
 pub fn task_file(data: &[u8]) {
     let (which, rest) = select(data);
     let s = text(rest);
     let file = Path::new("fuzz.toml");
     if which % 2 == 0 {
         if let Ok(tasks) = sandglass::analysis::taskfile::parse_task_file(file, &s) {
-            let _ = tasks.len();
+            use sandglass::analysis::rta::{analyze, Preemption};
+            let _ = analyze(&tasks, Preemption::Preemptive);
+            let _ = analyze(&tasks, Preemption::NonPreemptive);
+            let _ = sandglass::analysis::edf::analyze(&tasks);
         }
     } else if let Ok(tasks) = sandglass::analysis::taskfile::parse_admission_file(file, &s) {
-        let _ = tasks.len();
+        let config = sandglass::analysis::admission::AdmissionConfig::default();
+        let _ = sandglass::analysis::admission::admit(&tasks, &config);
     }
 }
 
@@ -189,20 +193,33 @@ pub fn pipeline_file(data: &[u8]) {
     }
 }
 
-/// Histogram, point and number files, as `analyze` reads them.
+/// Histogram, point and number files, as `analyze` reads them, and the analyses they feed
+/// (the exceedance table, the cost fit, the significance tests).
 pub fn data_file(data: &[u8]) {
     let (which, rest) = select(data);
     let s = text(rest);
     let file = Path::new("fuzz.csv");
+    use sandglass::analysis::{datafile, fit, significance, worst_case};
     match which % 3 {
         0 => {
-            let _ = sandglass::analysis::datafile::parse_histogram(file, &s);
+            if let Ok(d) = datafile::parse_histogram(file, &s) {
+                let _ = worst_case::threshold_row(&d, 1000.0, 1_000_000);
+                let _ = worst_case::empirical_worst(&d, 3.6e6);
+            }
         }
         1 => {
-            let _ = sandglass::analysis::datafile::parse_points(file, &s);
+            if let Ok(points) = datafile::parse_points(file, &s) {
+                let _ = fit::fit_cost(&points);
+            }
         }
         _ => {
-            let _ = sandglass::analysis::datafile::parse_numbers(file, &s);
+            if let Ok(xs) = datafile::parse_numbers(file, &s) {
+                let (a, b) = xs.split_at(xs.len() / 2);
+                let _ = significance::mean_ci(&xs, 0.95);
+                let _ = significance::welch(a, b, 0.95);
+                let _ = significance::paired(a, &b[..a.len()], 0.99);
+                let _ = significance::mann_whitney(a, b);
+            }
         }
     }
 }
