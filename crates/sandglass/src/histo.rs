@@ -70,7 +70,10 @@ impl Percentiles {
 }
 
 /// The summary of `h`; `min` and `max` are the exact signed extremes when known (the histogram
-/// holds values at three significant digits and no negative values).
+/// holds values at three significant digits and no negative values). A percentile is the
+/// highest value its histogram bucket stands for, so it can exceed the exact maximum by the
+/// bucket's width: it is then reported as that maximum, which is closer to the truth and never
+/// shows a p99.99 above the max.
 pub fn percentiles(
     h: &Histogram<u64>,
     exact_min: Option<i64>,
@@ -79,7 +82,11 @@ pub fn percentiles(
     if h.is_empty() {
         return None;
     }
-    let q = |x: f64| h.value_at_quantile(x);
+    let cap = exact_max.map(|m| m.max(0) as u64);
+    let q = |x: f64| {
+        let v = h.value_at_quantile(x);
+        cap.map_or(v, |c| v.min(c))
+    };
     Some(Percentiles {
         count: h.len(),
         min: exact_min.unwrap_or(h.min() as i64),
@@ -292,6 +299,19 @@ mod tests {
         out
     }
 
+    #[test]
+    fn no_percentile_exceeds_the_exact_maximum() {
+        // 54,117 ns falls in a bucket whose highest value is 54,143 ns at three digits.
+        let h = histogram_of([20_000, 30_000, 54_117]);
+        assert!(h.value_at_quantile(0.9999) > 54_117);
+        let p = percentiles(&h, Some(20_000), Some(54_117)).expect("non-empty");
+        assert_eq!((p.p99_99, p.p99_9999, p.max), (54_117, 54_117, 54_117));
+        assert_eq!(p.p50, h.value_at_quantile(0.5));
+        // Without the exact maximum the histogram's own is used, as before.
+        let p = percentiles(&h, None, None).expect("non-empty");
+        assert_eq!(p.p99_99, h.value_at_quantile(0.9999));
+    }
+
     proptest! {
         /// Every reported percentile lies between the exact nearest-rank value of the sorted
         /// samples and that value plus the histogram's precision (0.1%).
@@ -309,6 +329,14 @@ mod tests {
                 prop_assert!(got >= exact, "{name}: {got} < exact {exact}");
                 prop_assert!(got <= h.highest_equivalent(exact), "{name}: {got} beyond {exact}");
                 prop_assert!((got - exact) as f64 <= exact as f64 * 1e-3 + 1.0);
+            }
+            // With the exact extremes known, no percentile passes the maximum.
+            let (lo, hi) = (sorted[0], sorted[sorted.len() - 1]);
+            let capped = percentiles(&h, Some(lo), Some(hi)).expect("non-empty");
+            for (q, name) in QUANTILES {
+                let exact = stats::quantile_sorted(&sorted, q).expect("non-empty") as u64;
+                let got = capped.get(name).expect("known");
+                prop_assert!(exact <= got && got <= hi as u64, "{name}: {got} vs {exact}, max {hi}");
             }
             xs.sort_unstable();
         }
