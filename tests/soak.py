@@ -441,6 +441,19 @@ class Soak:
             left = self.leftovers(sid, tag)
         return left
 
+    def check_leftovers(self, sid, tag, before, problems):
+        """Counts and names the processes of a run left after it (sid -1: any process with
+        the tag) and any kernel setting that differs from `before`; returns both lists."""
+        orphans = self.orphans_after(sid, tag)
+        if orphans:
+            self.fig["orphans"] += len(orphans)
+            problems.append("left behind: %s" % "; ".join(orphans))
+        changed = KernelState.diff(before, self.ks.snapshot())
+        if changed:
+            self.fig["kernel_changed"] += 1
+            problems.append("kernel state changed: %s" % "; ".join(changed))
+        return orphans, changed
+
     def catalog_rows(self, runs_dir=None):
         rc, out, err = self.sandglass(["runs", "--all", "--json"], runs_dir)
         if rc != 0:
@@ -578,15 +591,7 @@ class Soak:
         if "panicked" in stderr or "RUST_BACKTRACE" in stderr:
             f["panics"] += 1
             problems.append("panic: %s" % stderr.strip().splitlines()[-1][:200])
-        orphans = self.orphans_after(p.pid, tag)
-        if orphans:
-            f["orphans"] += len(orphans)
-            problems.append("left behind: %s" % "; ".join(orphans))
-        after = self.ks.snapshot()
-        changed = KernelState.diff(before, after)
-        if changed:
-            f["kernel_changed"] += 1
-            problems.append("kernel state changed: %s" % "; ".join(changed))
+        orphans, changed = self.check_leftovers(p.pid, tag, before, problems)
         dirs = self.new_dirs(listing)
         lost = False
         state = None
@@ -806,14 +811,7 @@ class Soak:
                         problems.append("expected one error line, got %d: %s" % (len(errors), err.strip()[-300:]))
                     elif not any(w in errors[0] for w in ("No space left", "disk is full", "space")):
                         problems.append("error does not say the disk is full: %s" % errors[0])
-                orphans = self.orphans_after(-1, tag)
-                if orphans:
-                    self.fig["orphans"] += len(orphans)
-                    problems.append("left behind: %s" % orphans)
-                changed = KernelState.diff(before, self.ks.snapshot())
-                if changed:
-                    self.fig["kernel_changed"] += 1
-                    problems.append("kernel state changed: %s" % changed)
+                self.check_leftovers(-1, tag, before, problems)
                 rc_full, _, e_full = self.sandglass(["runs"], mnt)
                 res["runs_while_full"] = "exit %d" % rc_full
                 if "panicked" in e_full:
@@ -917,14 +915,7 @@ class Soak:
                     problems.append("the error does not name the place: %s" % errors[0])
                 if "panicked" in err:
                     problems.append("panic")
-                orphans = self.orphans_after(-1, tag)
-                if orphans:
-                    self.fig["orphans"] += len(orphans)
-                    problems.append("left behind: %s" % orphans)
-                changed = KernelState.diff(before, self.ks.snapshot())
-                if changed:
-                    self.fig["kernel_changed"] += 1
-                    problems.append("kernel state changed: %s" % changed)
+                self.check_leftovers(-1, tag, before, problems)
                 if os.listdir(base):
                     problems.append("something was written: %s" % os.listdir(base))
                 res = {"name": name, "rc": p.returncode, "elapsed": el, "error": errors[0] if errors else None,

@@ -11,7 +11,7 @@
 //! A crash found by either becomes a regression test in `tests/regressions.rs`, named after
 //! what broke.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// A fuzz entry point: its name (the cargo-fuzz target and the corpus directory) and function.
 pub struct Target {
@@ -439,7 +439,8 @@ pub fn pack(files: &[(String, Vec<u8>)]) -> Vec<u8> {
     out
 }
 
-/// The inverse of [`pack`]; a truncated last file keeps what there is of it.
+/// The inverse of [`pack`] (`fuzz/seeds.py` packs the seed run directories the same way); a
+/// truncated last file keeps what there is of it.
 pub fn unpack(mut data: &[u8]) -> Vec<(String, Vec<u8>)> {
     let mut files = Vec::new();
     while let Some((&n, rest)) = data.split_first() {
@@ -455,25 +456,6 @@ pub fn unpack(mut data: &[u8]) -> Vec<(String, Vec<u8>)> {
         data = &rest[len..];
     }
     files
-}
-
-/// The files of the run directory `dir` (not its subdirectories), packed for [`run_dir`].
-pub fn pack_dir(dir: &Path) -> std::io::Result<Vec<u8>> {
-    let mut files = Vec::new();
-    let mut names: Vec<PathBuf> = std::fs::read_dir(dir)?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.is_file())
-        .collect();
-    names.sort();
-    for p in names {
-        let name = p
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        files.push((name, std::fs::read(&p)?));
-    }
-    Ok(pack(&files))
 }
 
 /// The event formats of the kernel the fixtures come from (Linux 6.18, x86-64).
@@ -582,5 +564,25 @@ pub fn procfs(data: &[u8]) {
             let _ = sandglass::system::parse_debugfs_preempt(&s);
             let _ = sandglass::system::parse_cmdline_preempt(&s);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{pack, unpack};
+
+    #[test]
+    fn unpack_reverses_pack_and_keeps_a_truncated_tail() {
+        let files = vec![
+            ("manifest.json".to_string(), b"{}".to_vec()),
+            ("empty".to_string(), Vec::new()),
+            ("samples.csv".to_string(), b"cpu,release\n1,2\n".to_vec()),
+        ];
+        let packed = pack(&files);
+        assert_eq!(unpack(&packed), files);
+        let cut = &packed[..packed.len() - 4];
+        let got = unpack(cut);
+        assert_eq!(got.len(), 3);
+        assert_eq!(got[2].1, b"cpu,release\n".to_vec());
     }
 }

@@ -315,6 +315,11 @@ impl Catalog {
     pub fn index(&mut self, dir: &Path) -> Result<Vec<String>, CatalogError> {
         // A run or study its process abandoned is marked before it is read.
         let _ = settle_dir(dir);
+        self.index_settled(dir)
+    }
+
+    /// [`Catalog::index`] of a directory already settled.
+    fn index_settled(&mut self, dir: &Path) -> Result<Vec<String>, CatalogError> {
         let entries = read_dir_entries(dir)?;
         let path = self.path.clone();
         let sql = move |source| CatalogError::Sql {
@@ -394,7 +399,7 @@ impl Catalog {
             if settle_dir(&dir) == Ok(true) {
                 // Indexed again when it was listed or lies in the store; a directory the
                 // catalog rejects (damaged) stays out, as it would have anyway.
-                let _ = self.index(&dir);
+                let _ = self.index_settled(&dir);
                 marked.push(dir);
             }
         }

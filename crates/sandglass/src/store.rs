@@ -634,27 +634,8 @@ mod tests {
         // The run holds it now: nobody else can take it, and its running manifest is not
         // taken for an abandoned one.
         assert!(DirLock::try_acquire(&dir).expect("lock").is_none());
-        let m = Manifest {
-            schema_version: SCHEMA_VERSION,
-            id: r.id().to_string(),
-            kind: "test".into(),
-            tool: Tool {
-                name: "sandglass".into(),
-                version: "0".into(),
-                commit: "0".into(),
-            },
-            command_line: vec![],
-            state: RunState::Running,
-            started_at: now_rfc3339(),
-            ended_at: None,
-            end_detail: None,
-            system: crate::system::snapshot(),
-            clock: serde_json::Value::Null,
-            config: serde_json::Value::Null,
-            warnings: vec![],
-            files: vec![],
-        };
-        r.write_manifest(&m).expect("manifest");
+        r.write_manifest(&test_manifest(r.id(), RunState::Running, vec![]))
+            .expect("manifest");
         assert!(!mark_abandoned(&dir).expect("mark"));
         drop(r);
         assert!(mark_abandoned(&dir).expect("mark"));
@@ -713,9 +694,16 @@ mod tests {
         let f = r
             .write_file("data.csv", b"a,b\n1,2\n", "test/1", "test data")
             .expect("write");
-        let m = Manifest {
+        r.write_manifest(&test_manifest("run", RunState::Completed, vec![f]))
+            .expect("manifest");
+        r
+    }
+
+    /// A manifest of kind `test` with `files`; ended now unless `state` is running.
+    fn test_manifest(id: &str, state: RunState, files: Vec<FileEntry>) -> Manifest {
+        Manifest {
             schema_version: SCHEMA_VERSION,
-            id: "run".into(),
+            id: id.into(),
             kind: "test".into(),
             tool: Tool {
                 name: "sandglass".into(),
@@ -723,18 +711,16 @@ mod tests {
                 commit: "0".into(),
             },
             command_line: vec![],
-            state: RunState::Completed,
+            state,
             started_at: now_rfc3339(),
-            ended_at: Some(now_rfc3339()),
+            ended_at: (state != RunState::Running).then(now_rfc3339),
             end_detail: None,
             system: crate::system::snapshot(),
             clock: serde_json::Value::Null,
             config: serde_json::Value::Null,
             warnings: vec![],
-            files: vec![f],
-        };
-        r.write_manifest(&m).expect("manifest");
-        r
+            files,
+        }
     }
 
     #[test]
