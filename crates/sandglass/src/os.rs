@@ -2,11 +2,14 @@
 //!
 //! [`OsOps`] implements [`ThreadOps`] for one measuring thread with one of Hourglass's timer
 //! sources. The engine asks to sleep until a counter value; each timer is armed with the
-//! `CLOCK_MONOTONIC` time of that value, computed from a pair (counter, CLOCK_MONOTONIC) read
-//! just before the sleep and the calibrated rate, so the conversion error is the rate's
-//! uncertainty times the time left (nanoseconds), not times the age of the run. NATIVE sleeps
-//! for the time left, which is what a relative timer means. A sleep interrupted by a signal
-//! re-checks the stop flag and sleeps again if no stop was requested.
+//! `CLOCK_MONOTONIC` time of that value, computed from a pair (counter, CLOCK_MONOTONIC) and
+//! the calibrated rate. The pair is read again whenever the target lies more than
+//! [`PAIR_REFRESH_NS`] past it, so the conversion error is the rate's uncertainty times at most
+//! that span plus the time left (nanoseconds), never times the age of the run, while a thread
+//! waking every millisecond reads the clock pair only once in ten wakeups: per wakeup the
+//! thread reads only the counter before it sleeps. NATIVE sleeps for the time left, which is
+//! what a relative timer means. A sleep interrupted by a signal re-checks the stop flag and
+//! sleeps again if no stop was requested.
 
 use crate::clock::Calibration;
 use crate::engine::{Clock, ThreadOps};
@@ -25,6 +28,11 @@ use std::sync::Arc;
 /// The RTC's periodic-interrupt rate (Hourglass §3.3: "at 1024 Hz it provides 976 µs
 /// resolution").
 pub const RTC_HZ: u64 = 1024;
+
+/// How far past its (counter, CLOCK_MONOTONIC) pair a target may lie before the pair is read
+/// again: 10 ms, so that a calibration uncertainty of 0.2 ppm (a 100 ms calibration window)
+/// moves an expiry by at most 2 ns.
+pub const PAIR_REFRESH_NS: u64 = 10_000_000;
 
 /// The paths tried for the RTC device.
 pub const RTC_PATHS: [&str; 2] = ["/dev/rtc", "/dev/rtc0"];
@@ -103,11 +111,12 @@ pub enum Wait {
     Spin,
 }
 
-/// The request that wakes a thread of timer `kind` at counter value `target`, when the counter
-/// reads `now` and CLOCK_MONOTONIC reads `mono_now` (read just after it). Relative timers sleep
-/// for the time left; absolute timers are armed at `mono_now` plus the time left at the
-/// counter's calibrated CLOCK_MONOTONIC rate, so the conversion error is the rate's
-/// uncertainty times the time left, however old the run.
+/// The request that wakes a thread of timer `kind` at counter value `target`. Relative timers
+/// sleep for the time left after `now`, the counter's current value. Absolute timers take
+/// (`now`, `mono_now`) as a (counter, CLOCK_MONOTONIC) pair read together, at most
+/// [`PAIR_REFRESH_NS`] before the target, and are armed at `mono_now` plus the ticks from `now`
+/// to the target at the counter's calibrated CLOCK_MONOTONIC rate, so the conversion error is
+/// the rate's uncertainty times that span, however old the run.
 pub fn wait_request(
     kind: TimerKind,
     now: u64,
@@ -120,9 +129,25 @@ pub fn wait_request(
         TimerKind::Native => Wait::For(cal.ns_for_ticks(left_ticks)),
         TimerKind::Hr | TimerKind::Timerfd | TimerKind::Posix => {
             let left = left_ticks as f64 * 1e9 / cal.monotonic_frequency_hz;
-            Wait::Until(mono_now + left.round() as u64)
+            Wait::Until(mono_now.saturating_add(crate::units::round_i64(left).max(0) as u64))
         }
         TimerKind::Busy | TimerKind::Rtc => Wait::Spin,
+    }
+}
+
+/// A counter value and the CLOCK_MONOTONIC time read with it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MonoPair {
+    pub counter: u64,
+    pub mono_ns: u64,
+}
+
+/// Whether a target can be converted from `pair`: it lies at or after the pair's counter and
+/// at most `refresh_ticks` past it.
+pub fn pair_serves(pair: Option<MonoPair>, target: u64, refresh_ticks: u64) -> bool {
+    match pair {
+        Some(p) => target >= p.counter && target - p.counter <= refresh_ticks,
+        None => false,
     }
 }
 
@@ -134,14 +159,52 @@ pub struct OsOps<C: Clock> {
     pub stop: Arc<AtomicBool>,
     /// The first unexpected timer error; the thread stops when one happens.
     pub error: Option<String>,
+    /// The pair absolute timers convert their targets from, and how far it serves.
+    pair: Option<MonoPair>,
+    refresh_ticks: u64,
 }
 
 impl<C: Clock> OsOps<C> {
+    pub fn new(clock: C, calibration: Calibration, timer: OsTimer, stop: Arc<AtomicBool>) -> Self {
+        OsOps {
+            clock,
+            calibration,
+            timer,
+            stop,
+            error: None,
+            pair: None,
+            refresh_ticks: calibration.ticks_for_ns(PAIR_REFRESH_NS),
+        }
+    }
+
     fn fail(&mut self, what: &str, e: Errno) -> bool {
         if self.error.is_none() {
             self.error = Some(format!("{what} failed: {e}"));
         }
         false
+    }
+
+    /// The pair to convert `target` from: the last one while it serves, otherwise a new one,
+    /// CLOCK_MONOTONIC read between two counter reads and paired with their midpoint.
+    #[inline]
+    fn pair_for(&mut self, target: u64) -> MonoPair {
+        match self.pair {
+            Some(p) if pair_serves(self.pair, target, self.refresh_ticks) => p,
+            _ => self.new_pair(),
+        }
+    }
+
+    #[cold]
+    fn new_pair(&mut self) -> MonoPair {
+        let a = self.clock.now();
+        let mono_ns = sandglass_sys::clock::now_ns(ClockId::Monotonic);
+        let b = self.clock.now();
+        let p = MonoPair {
+            counter: a + b.wrapping_sub(a) / 2,
+            mono_ns,
+        };
+        self.pair = Some(p);
+        p
     }
 }
 
@@ -155,8 +218,13 @@ impl<C: Clock> ThreadOps for OsOps<C> {
             if now >= target {
                 return true;
             }
-            let mono_now = sandglass_sys::clock::now_ns(ClockId::Monotonic);
-            let wait = wait_request(self.timer.kind(), now, target, mono_now, &self.calibration);
+            let kind = self.timer.kind();
+            let wait = if matches!(kind, TimerKind::Hr | TimerKind::Timerfd | TimerKind::Posix) {
+                let p = self.pair_for(target);
+                wait_request(kind, p.counter, target, p.mono_ns, &self.calibration)
+            } else {
+                wait_request(kind, now, target, 0, &self.calibration)
+            };
             let result = match (&mut self.timer, wait) {
                 (OsTimer::Native, Wait::For(ns)) => sleep_for(ns),
                 (OsTimer::Hr, Wait::Until(mono)) => sleep_until(ClockId::Monotonic, mono),
@@ -452,6 +520,50 @@ mod tests {
     }
 
     #[test]
+    fn a_clock_pair_serves_targets_up_to_its_refresh_span() {
+        let p = Some(MonoPair {
+            counter: 1_000,
+            mono_ns: 5,
+        });
+        assert!(!pair_serves(None, 1_000, 100));
+        assert!(pair_serves(p, 1_000, 100));
+        assert!(pair_serves(p, 1_100, 100));
+        assert!(!pair_serves(p, 1_101, 100), "too far past the pair");
+        assert!(!pair_serves(p, 999, 100), "before the pair");
+    }
+
+    /// Absolute timers read CLOCK_MONOTONIC again only when a target lies past the pair's span:
+    /// a 1 ms wakeup reads the pair once in ten, and every wakeup is still on time.
+    #[test]
+    fn absolute_timers_reuse_the_clock_pair_within_its_span() {
+        let cal = Calibration::measure(CounterKind::MonotonicRaw, 10_000_000);
+        std::thread::spawn(move || {
+            let mut ops = OsOps::new(
+                RawClock,
+                cal,
+                make_timer(TimerKind::Hr).expect("timer"),
+                Arc::new(AtomicBool::new(false)),
+            );
+            let start = ops.clock.now() + 1_000_000;
+            assert!(ops.sleep_until(start));
+            let first = ops.pair.expect("a pair after the first sleep");
+            for k in 1..=5u64 {
+                let target = start + k * 1_000_000;
+                assert!(ops.sleep_until(target));
+                assert!(ops.clock.now() + 50_000 >= target, "woke early");
+            }
+            assert_eq!(ops.pair, Some(first), "re-read within the span");
+            let far = first.counter + ops.refresh_ticks + 1_000_000;
+            assert!(ops.sleep_until(far));
+            let second = ops.pair.expect("pair");
+            assert!(second.counter > first.counter, "not re-read past the span");
+            assert!(ops.clock.now() + 50_000 >= far, "woke early");
+        })
+        .join()
+        .expect("thread");
+    }
+
+    #[test]
     fn every_timer_sleeps_to_its_target() {
         let cal = Calibration::measure(CounterKind::MonotonicRaw, 10_000_000);
         for kind in [
@@ -464,13 +576,12 @@ mod tests {
             std::thread::spawn(move || {
                 sandglass_sys::signal::block(&[sandglass_sys::signal::timer_signal()])
                     .expect("block");
-                let mut ops = OsOps {
-                    clock: RawClock,
-                    calibration: cal,
-                    timer: make_timer(kind).expect("timer"),
-                    stop: Arc::new(AtomicBool::new(false)),
-                    error: None,
-                };
+                let mut ops = OsOps::new(
+                    RawClock,
+                    cal,
+                    make_timer(kind).expect("timer"),
+                    Arc::new(AtomicBool::new(false)),
+                );
                 let target = ops.clock.now() + 2_000_000;
                 assert!(ops.sleep_until(target), "{kind:?}");
                 // Calibration error can make a timer wake a hair before the raw target.

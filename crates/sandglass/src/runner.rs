@@ -505,13 +505,7 @@ fn worker<C: Clock + Copy>(a: WorkerArgs<C>) -> ThreadReport {
         check_interval: a.check,
         ns_per_tick: a.ns_per_tick,
     };
-    let mut ops = OsOps {
-        clock: a.clock,
-        calibration: a.calibration,
-        timer,
-        stop: a.stop.clone(),
-        error: None,
-    };
+    let mut ops = OsOps::new(a.clock, a.calibration, timer, a.stop.clone());
     let cpu0 = sandglass_sys::clock::now_ns(sandglass_sys::clock::ClockId::ThreadCpu);
     run_thread(
         &plan,

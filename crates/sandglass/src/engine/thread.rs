@@ -621,7 +621,7 @@ fn run_release<C: Clock, O: ThreadOps>(
     progress: &Progress,
 ) {
     let npt = plan.ns_per_tick;
-    let ns = |ticks: i64| (ticks as f64 * npt).round() as i64;
+    let ns = |ticks: i64| crate::units::round_i64(ticks as f64 * npt);
     let mut stats = out.timer.take().unwrap_or_default();
     let mut pending = Pending::new();
     let mut release = plan.start;
