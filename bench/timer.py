@@ -10,7 +10,13 @@ default divides by 1000). CPU time per wakeup: the kernel's accounting of the me
 itself, /proc/PID/task/TID/schedstat (time on the CPU, and the number of times the thread was
 switched in), read 1.5 s into the run and 1 s before its end; the difference in time over the
 difference in switch-ins is the cost of one wakeup, kernel and user space, without start-up,
-calibration or result writing, and without other threads. Prints Markdown.
+calibration or result writing. Beside it, the whole process's CPU time (every thread, wherever
+it ran) over the same window and the same wakeups.
+
+cyclictest runs twice per repetition: as it starts by default, its main thread free to run on
+the measured CPU, where its 10 ms sleep timer shares the CPU's timer queue with the measuring
+thread; and with --mainaffinity on the CPU sandglass keeps its own main thread on, the same
+placement as sandglass's. The three runs of a repetition rotate their order. Prints Markdown.
 
     python3 bench/timer.py [--cpu 1] [--seconds 10] [--reps 3]
 
@@ -45,7 +51,7 @@ def run(cmd):
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if p.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed ({p.returncode}): {p.stderr}")
-    return p.stdout, None
+    return p.stdout
 
 
 def thread_stats(pid):
@@ -63,7 +69,7 @@ def thread_stats(pid):
 
 def run_sampled(cmd, secs):
     """Runs cmd for about secs seconds; returns (stdout, CPU µs per switch-in of its busiest
-    thread between 1.5 s and secs - 1 s)."""
+    thread between 1.5 s and secs - 1 s, CPU µs of all its threads over the same switch-ins)."""
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(1.5)
     first = thread_stats(p.pid)
@@ -73,12 +79,15 @@ def run_sampled(cmd, secs):
     if p.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed ({p.returncode}): {err}")
     best = None
+    total = 0
     for tid, (_, cpu2, n2) in second.items():
-        if tid in first:
-            _, cpu1, n1 = first[tid]
-            if n2 - n1 > 100 and (best is None or n2 - n1 > best[1]):
-                best = ((cpu2 - cpu1) / (n2 - n1) / 1e3, n2 - n1)
-    return out, (best[0] if best else None)
+        _, cpu1, n1 = first.get(tid, (None, 0, 0))
+        total += cpu2 - cpu1
+        if tid in first and n2 - n1 > 100 and (best is None or n2 - n1 > best[1]):
+            best = ((cpu2 - cpu1) / (n2 - n1) / 1e3, n2 - n1)
+    if best is None:
+        return out, None, None
+    return out, best[0], total / best[1] / 1e3
 
 
 def quantile_from_hist(hist, q):
@@ -93,7 +102,7 @@ def quantile_from_hist(hist, q):
 
 
 def sandglass_timer(cpu, secs, tmp):
-    out, per_wakeup = run_sampled([SG, "timer", "-c", str(cpu), "-i", "1ms", "-d", f"{secs}s", "-P",
+    out, per_wakeup, process = run_sampled([SG, "timer", "-c", str(cpu), "-i", "1ms", "-d", f"{secs}s", "-P",
                                    "f:95", "--json", "-o", os.path.join(tmp, f"sg-{time.monotonic_ns()}")],
                                   secs)
     c = json.loads(out)["cpus"][0]
@@ -105,14 +114,16 @@ def sandglass_timer(cpu, secs, tmp):
         "wakeups": c["wakeups"],
         "missed": c["missed_releases"],
         "cpu_per_wakeup_us": per_wakeup,
+        "process_cpu_per_wakeup_us": process,
     }
 
 
-def cyclictest(cpu, secs, tmp):
+def cyclictest(cpu, secs, tmp, main_cpu=None):
     path = os.path.join(tmp, f"ct-{time.monotonic_ns()}.json")
-    _, per_wakeup = run_sampled(["cyclictest", "-m", "-q", "-p", "95", "-i", "1000", "-a", str(cpu),
-                                 "-t", "1", "-d", "0", "-D", str(secs), "-N", "-h", "2000000",
-                                 f"--json={path}"], secs)
+    extra = [] if main_cpu is None else [f"--mainaffinity={main_cpu}"]
+    _, per_wakeup, process = run_sampled(["cyclictest", "-m", "-q", "-p", "95", "-i", "1000", "-a", str(cpu),
+                                          "-t", "1", "-d", "0", "-D", str(secs), "-N", "-h", "2000000",
+                                          f"--json={path}", *extra], secs)
     t = json.load(open(path))["thread"]["0"]
     hist = {int(k): v for k, v in t["histogram"].items()}
     # Wakeups beyond the histogram's 2 ms count as larger than every bucket.
@@ -127,11 +138,12 @@ def cyclictest(cpu, secs, tmp):
         "wakeups": t["cycles"],
         "missed": None,
         "cpu_per_wakeup_us": per_wakeup,
+        "process_cpu_per_wakeup_us": process,
     }
 
 
 def sandglass_noise(cpu, secs, tmp):
-    out, _ = run([SG, "noise", "-c", str(cpu), "-d", f"{secs}s", "--json",
+    out = run([SG, "noise", "-c", str(cpu), "-d", f"{secs}s", "--json",
                   "-o", os.path.join(tmp, f"sn-{time.monotonic_ns()}")])
     c = json.loads(out)["cpus"][0]
     run_s = c["runtime_ns"] / 1e9
@@ -171,6 +183,18 @@ def fmt(v, digits=1):
     return "n/a" if v is None else f"{v:.{digits}f}"
 
 
+CT_DEFAULT = "cyclictest"
+CT_MAIN = "cyclictest --mainaffinity"
+TIMER_TOOLS = ("sandglass timer", CT_DEFAULT, CT_MAIN)
+
+
+def paired(sg, ct, key):
+    """Median over repetitions of sandglass / cyclictest in the same repetition, and how many
+    repetitions had sandglass above."""
+    rs = [x[key] / y[key] for x, y in zip(sg, ct) if x.get(key) and y.get(key)]
+    return (statistics.median(rs), sum(r > 1 for r in rs), len(rs)) if rs else (None, 0, 0)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cpu", type=int, default=(os.cpu_count() or 2) - 1)
@@ -187,13 +211,17 @@ def main():
             stress = None
             if load != "idle":
                 stress = subprocess.Popen(["stress-ng", "--cpu", "1", "--vm", "1", "--timeout",
-                                           str(3 * (a.reps + a.noise_reps) * a.seconds + 60)],
+                                           str(4 * (a.reps + a.noise_reps) * (a.seconds + 3) + 60)],
                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 time.sleep(2)
             try:
-                for _ in range(a.reps):
-                    results.setdefault((load, "sandglass timer"), []).append(sandglass_timer(a.cpu, a.seconds, tmp))
-                    results.setdefault((load, "cyclictest"), []).append(cyclictest(a.cpu, a.seconds, tmp))
+                runs = [("sandglass timer", lambda: sandglass_timer(a.cpu, a.seconds, tmp)),
+                        (CT_DEFAULT, lambda: cyclictest(a.cpu, a.seconds, tmp)),
+                        (CT_MAIN, lambda: cyclictest(a.cpu, a.seconds, tmp, main_cpu))]
+                for rep in range(a.reps):
+                    k = rep % len(runs)
+                    for tool, go in runs[k:] + runs[:k]:
+                        results.setdefault((load, tool), []).append(go())
                 for _ in range(a.noise_reps):
                     results.setdefault((load, "sandglass noise"), []).append(sandglass_noise(a.cpu, a.seconds, tmp))
                     results.setdefault((load, "oslat"), []).append(oslat(a.cpu, a.seconds, tmp, main_cpu))
@@ -201,23 +229,32 @@ def main():
                 if stress:
                     stress.terminate()
                     stress.wait()
-    print(f"CPU {a.cpu}, interval 1 ms, SCHED_FIFO 95, {a.seconds} s per run, {a.reps} alternating "
-          f"repetitions per tool and load; medians of the repetitions. {ct_version}.\n")
+    print(f"CPU {a.cpu}, interval 1 ms, SCHED_FIFO 95, {a.seconds} s per run, {a.reps} repetitions "
+          f"per tool and load in rotating order; medians of the repetitions. {ct_version}.\n")
     print("### Timer latency\n")
-    print("| load | tool | median lateness (µs) | p99 (µs) | corrected p99 (µs) | max (µs) | missed releases | CPU per wakeup (µs) |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    print("| load | tool | median lateness (µs) | p99 (µs) | corrected p99 (µs) | max (µs) | missed releases "
+          "| CPU per wakeup, measuring thread (µs) | CPU per wakeup, whole process (µs) |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for load in ("idle", "stress-ng --cpu 1 --vm 1"):
-        for tool in ("sandglass timer", "cyclictest"):
+        for tool in TIMER_TOOLS:
             rs = results[(load, tool)]
             print(f"| {load} | {tool} | {fmt(med(rs, 'p50_us'))} | {fmt(med(rs, 'p99_us'))} | "
                   f"{fmt(med(rs, 'corrected_p99_us'))} | {fmt(med(rs, 'max_us'))} | {fmt(med(rs, 'missed'), 0)} | "
-                  f"{fmt(med(rs, 'cpu_per_wakeup_us'), 2)} |")
-    print("\nRatios, sandglass / cyclictest (medians of the repetitions):\n")
+                  f"{fmt(med(rs, 'cpu_per_wakeup_us'), 2)} | {fmt(med(rs, 'process_cpu_per_wakeup_us'), 2)} |")
+    print("\nRatios, sandglass / cyclictest: the ratio of the medians, then the median of the "
+          "per-repetition ratios and the repetitions in which sandglass's figure was the higher:\n")
     for load in ("idle", "stress-ng --cpu 1 --vm 1"):
-        sg, ct = results[(load, "sandglass timer")], results[(load, "cyclictest")]
-        print(f"- {load}: median lateness {med(sg, 'p50_us') / med(ct, 'p50_us'):.3f}, "
-              f"p99 {med(sg, 'p99_us') / med(ct, 'p99_us'):.3f}, "
-              f"CPU per wakeup {med(sg, 'cpu_per_wakeup_us') / med(ct, 'cpu_per_wakeup_us'):.3f}")
+        sg = results[(load, "sandglass timer")]
+        for tool in (CT_MAIN, CT_DEFAULT):
+            ct = results[(load, tool)]
+            parts = []
+            for key, name in (("p50_us", "median lateness"), ("p99_us", "p99"),
+                              ("cpu_per_wakeup_us", "CPU per wakeup (thread)"),
+                              ("process_cpu_per_wakeup_us", "CPU per wakeup (process)")):
+                r, above, n = paired(sg, ct, key)
+                parts.append(f"{name} {med(sg, key) / med(ct, key):.3f} "
+                             f"(paired {fmt(r, 3)}, higher in {above}/{n})")
+            print(f"- {load}, against {tool}: " + "; ".join(parts))
     print("\n### OS noise\n")
     print("| load | tool | interruptions per s | > 5 µs per s | max (µs) | noise |")
     print("|---|---|---:|---:|---:|---:|")
