@@ -7,7 +7,9 @@
 //! [`PAIR_REFRESH_NS`] past it, so the conversion error is the rate's uncertainty times at most
 //! that span plus the time left (nanoseconds), never times the age of the run, while a thread
 //! waking every millisecond reads the clock pair only once in ten wakeups: per wakeup the
-//! thread reads only the counter before it sleeps. NATIVE sleeps for the time left, which is
+//! thread reads only the counter before it sleeps. A new pair that lands away from where the
+//! previous one predicts means CLOCK_MONOTONIC is being slewed, and the next span converts at
+//! the rate measured between the two ([`rate_after`]). NATIVE sleeps for the time left, which is
 //! what a relative timer means. A sleep interrupted by a signal re-checks the stop flag and
 //! sleeps again if no stop was requested.
 
@@ -33,6 +35,12 @@ pub const RTC_HZ: u64 = 1024;
 /// again: 10 ms, so that a calibration uncertainty of 0.2 ppm (a 100 ms calibration window)
 /// moves an expiry by at most 2 ns.
 pub const PAIR_REFRESH_NS: u64 = 10_000_000;
+
+/// How far a new pair may land from where the previous one and the calibrated rate put it
+/// before sandglass concludes that CLOCK_MONOTONIC is being slewed (NTP, up to 500 ppm) and
+/// converts with the rate of the last span instead. 100 ns over 10 ms is 10 ppm, well above the
+/// pairs' own jitter (tens of ns).
+pub const SLEW_NS: u64 = 100;
 
 /// The paths tried for the RTC device.
 pub const RTC_PATHS: [&str; 2] = ["/dev/rtc", "/dev/rtc0"];
@@ -127,11 +135,46 @@ pub fn wait_request(
     let left_ticks = target.saturating_sub(now);
     match kind {
         TimerKind::Native => Wait::For(cal.ns_for_ticks(left_ticks)),
-        TimerKind::Hr | TimerKind::Timerfd | TimerKind::Posix => {
-            let left = left_ticks as f64 * 1e9 / cal.monotonic_frequency_hz;
-            Wait::Until(mono_now.saturating_add(crate::units::round_i64(left).max(0) as u64))
-        }
+        TimerKind::Hr | TimerKind::Timerfd | TimerKind::Posix => Wait::Until(expiry(
+            MonoPair {
+                counter: now,
+                mono_ns: mono_now,
+            },
+            target,
+            cal.monotonic_frequency_hz,
+        )),
         TimerKind::Busy | TimerKind::Rtc => Wait::Spin,
+    }
+}
+
+/// The CLOCK_MONOTONIC time of counter value `target` (at or after the pair's counter), at
+/// `mono_hz` counter ticks per second of CLOCK_MONOTONIC.
+#[inline]
+pub fn expiry(pair: MonoPair, target: u64, mono_hz: f64) -> u64 {
+    let left = target.saturating_sub(pair.counter) as f64 * 1e9 / mono_hz;
+    pair.mono_ns
+        .saturating_add(crate::units::round_i64(left).max(0) as u64)
+}
+
+/// The rate to convert with after reading pair `new`: the calibrated `cal_hz` while `new` lands
+/// within [`SLEW_NS`] of where `prev` and `cal_hz` put it, otherwise the rate of the span
+/// between the two pairs, so that a CLOCK_MONOTONIC being slewed is followed within one span.
+pub fn rate_after(prev: Option<MonoPair>, new: MonoPair, cal_hz: f64, refresh_ticks: u64) -> f64 {
+    let Some(p) = prev else { return cal_hz };
+    let span = new.counter.wrapping_sub(p.counter);
+    let mono_span = new.mono_ns.wrapping_sub(p.mono_ns);
+    if new.counter <= p.counter
+        || new.mono_ns <= p.mono_ns
+        || span > refresh_ticks.saturating_mul(4)
+    {
+        // Out of order or too far apart for the span's rate to be the current one.
+        return cal_hz;
+    }
+    let predicted = expiry(p, new.counter, cal_hz);
+    if predicted.abs_diff(new.mono_ns) <= SLEW_NS {
+        cal_hz
+    } else {
+        span as f64 * 1e9 / mono_span as f64
     }
 }
 
@@ -159,9 +202,11 @@ pub struct OsOps<C: Clock> {
     pub stop: Arc<AtomicBool>,
     /// The first unexpected timer error; the thread stops when one happens.
     pub error: Option<String>,
-    /// The pair absolute timers convert their targets from, and how far it serves.
+    /// The pair absolute timers convert their targets from, how far it serves, and the rate
+    /// (counter ticks per second of CLOCK_MONOTONIC) they convert with.
     pair: Option<MonoPair>,
     refresh_ticks: u64,
+    mono_hz: f64,
 }
 
 impl<C: Clock> OsOps<C> {
@@ -174,6 +219,7 @@ impl<C: Clock> OsOps<C> {
             error: None,
             pair: None,
             refresh_ticks: calibration.ticks_for_ns(PAIR_REFRESH_NS),
+            mono_hz: calibration.monotonic_frequency_hz,
         }
     }
 
@@ -203,6 +249,12 @@ impl<C: Clock> OsOps<C> {
             counter: a + b.wrapping_sub(a) / 2,
             mono_ns,
         };
+        self.mono_hz = rate_after(
+            self.pair,
+            p,
+            self.calibration.monotonic_frequency_hz,
+            self.refresh_ticks,
+        );
         self.pair = Some(p);
         p
     }
@@ -221,7 +273,7 @@ impl<C: Clock> ThreadOps for OsOps<C> {
             let kind = self.timer.kind();
             let wait = if matches!(kind, TimerKind::Hr | TimerKind::Timerfd | TimerKind::Posix) {
                 let p = self.pair_for(target);
-                wait_request(kind, p.counter, target, p.mono_ns, &self.calibration)
+                Wait::Until(expiry(p, target, self.mono_hz))
             } else {
                 wait_request(kind, now, target, 0, &self.calibration)
             };
@@ -530,6 +582,47 @@ mod tests {
         assert!(pair_serves(p, 1_100, 100));
         assert!(!pair_serves(p, 1_101, 100), "too far past the pair");
         assert!(!pair_serves(p, 999, 100), "before the pair");
+    }
+
+    /// CLOCK_MONOTONIC slewed by 500 ppm (NTP's limit) over a 10 ms span puts the new pair
+    /// 5 µs from its prediction: the next span converts at the measured rate, not the
+    /// calibrated one; pairs within the jitter keep the calibrated rate.
+    #[test]
+    fn a_slewed_monotonic_clock_is_followed_within_one_span() {
+        let cal_hz = 3e9; // 3 ticks per ns
+        let refresh = 30_000_000; // 10 ms
+        let p0 = MonoPair {
+            counter: 1_000_000_000,
+            mono_ns: 7_000_000_000,
+        };
+        let on_time = MonoPair {
+            counter: p0.counter + 30_000_000,
+            mono_ns: p0.mono_ns + 10_000_040,
+        };
+        assert_eq!(rate_after(None, on_time, cal_hz, refresh), cal_hz);
+        assert_eq!(
+            rate_after(Some(p0), on_time, cal_hz, refresh),
+            cal_hz,
+            "jitter"
+        );
+        let slewed = MonoPair {
+            counter: p0.counter + 30_000_000,
+            mono_ns: p0.mono_ns + 10_005_000,
+        };
+        let r = rate_after(Some(p0), slewed, cal_hz, refresh);
+        assert!((r - 30_000_000.0 * 1e9 / 10_005_000.0).abs() < 1e-3, "{r}");
+        // The next 1 ms after the slewed pair is 1.0005 ms of the slewed clock.
+        assert_eq!(
+            expiry(slewed, slewed.counter + 3_000_000, r),
+            slewed.mono_ns + 1_000_500
+        );
+        // Pairs out of order or far apart say nothing about the current rate.
+        assert_eq!(rate_after(Some(slewed), p0, cal_hz, refresh), cal_hz);
+        let late = MonoPair {
+            counter: p0.counter + 5 * refresh,
+            mono_ns: p0.mono_ns + 60_000_000,
+        };
+        assert_eq!(rate_after(Some(p0), late, cal_hz, refresh), cal_hz);
     }
 
     /// Absolute timers read CLOCK_MONOTONIC again only when a target lies past the pair's span:
