@@ -18,7 +18,9 @@ the measured CPU, where its 10 ms sleep timer shares the CPU's timer queue with 
 thread; and with --mainaffinity on the CPU sandglass keeps its own main thread on, the same
 placement as sandglass's. The three runs of a repetition rotate their order. Prints Markdown.
 
-    python3 bench/timer.py [--cpu 1] [--seconds 10] [--reps 3]
+    python3 bench/timer.py [--cpu 1] [--seconds 10] [--reps 7] [--noise-reps 3]
+
+--reps 0 runs only the noise comparison, --noise-reps 0 only the timer one.
 
 Needs root (SCHED_FIFO, mlockall); installs rt-tests and stress-ng if they are missing.
 """
@@ -222,48 +224,52 @@ def main():
                     k = rep % len(runs)
                     for tool, go in runs[k:] + runs[:k]:
                         results.setdefault((load, tool), []).append(go())
-                for _ in range(a.noise_reps):
-                    results.setdefault((load, "sandglass noise"), []).append(sandglass_noise(a.cpu, a.seconds, tmp))
-                    results.setdefault((load, "oslat"), []).append(oslat(a.cpu, a.seconds, tmp, main_cpu))
+                noise_runs = [("sandglass noise", lambda: sandglass_noise(a.cpu, a.seconds, tmp)),
+                              ("oslat", lambda: oslat(a.cpu, a.seconds, tmp, main_cpu))]
+                for rep in range(a.noise_reps):
+                    for tool, go in (noise_runs if rep % 2 == 0 else noise_runs[::-1]):
+                        results.setdefault((load, tool), []).append(go())
             finally:
                 if stress:
                     stress.terminate()
                     stress.wait()
     print(f"CPU {a.cpu}, interval 1 ms, SCHED_FIFO 95, {a.seconds} s per run, {a.reps} repetitions "
           f"per tool and load in rotating order; medians of the repetitions. {ct_version}.\n")
-    print("### Timer latency\n")
-    print("| load | tool | median lateness (µs) | p99 (µs) | corrected p99 (µs) | max (µs) | missed releases "
-          "| CPU per wakeup, measuring thread (µs) | CPU per wakeup, whole process (µs) |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
-    for load in ("idle", "stress-ng --cpu 1 --vm 1"):
-        for tool in TIMER_TOOLS:
-            rs = results[(load, tool)]
-            print(f"| {load} | {tool} | {fmt(med(rs, 'p50_us'))} | {fmt(med(rs, 'p99_us'))} | "
-                  f"{fmt(med(rs, 'corrected_p99_us'))} | {fmt(med(rs, 'max_us'))} | {fmt(med(rs, 'missed'), 0)} | "
-                  f"{fmt(med(rs, 'cpu_per_wakeup_us'), 2)} | {fmt(med(rs, 'process_cpu_per_wakeup_us'), 2)} |")
-    print("\nRatios, sandglass / cyclictest: the ratio of the medians, then the median of the "
-          "per-repetition ratios and the repetitions in which sandglass's figure was the higher:\n")
-    for load in ("idle", "stress-ng --cpu 1 --vm 1"):
-        sg = results[(load, "sandglass timer")]
-        for tool in (CT_MAIN, CT_DEFAULT):
-            ct = results[(load, tool)]
-            parts = []
-            for key, name in (("p50_us", "median lateness"), ("p99_us", "p99"),
-                              ("cpu_per_wakeup_us", "CPU per wakeup (thread)"),
-                              ("process_cpu_per_wakeup_us", "CPU per wakeup (process)")):
-                r, above, n = paired(sg, ct, key)
-                parts.append(f"{name} {med(sg, key) / med(ct, key):.3f} "
-                             f"(paired {fmt(r, 3)}, higher in {above}/{n})")
-            print(f"- {load}, against {tool}: " + "; ".join(parts))
-    print("\n### OS noise\n")
-    print("| load | tool | interruptions per s | > 5 µs per s | max (µs) | noise |")
-    print("|---|---|---:|---:|---:|---:|")
-    for load in ("idle", "stress-ng --cpu 1 --vm 1"):
-        for tool in ("sandglass noise", "oslat"):
-            rs = results[(load, tool)]
-            noise = med(rs, "noise_pct")
-            print(f"| {load} | {tool} | {fmt(med(rs, 'per_s'))} | {fmt(med(rs, 'gt5_per_s'))} | "
-                  f"{fmt(med(rs, 'max_us'))} | {'n/a' if noise is None else f'{noise:.2f}%'} |")
+    if a.reps > 0:
+        print("### Timer latency\n")
+        print("| load | tool | median lateness (µs) | p99 (µs) | corrected p99 (µs) | max (µs) | missed releases "
+              "| CPU per wakeup, measuring thread (µs) | CPU per wakeup, whole process (µs) |")
+        print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+        for load in ("idle", "stress-ng --cpu 1 --vm 1"):
+            for tool in TIMER_TOOLS:
+                rs = results[(load, tool)]
+                print(f"| {load} | {tool} | {fmt(med(rs, 'p50_us'))} | {fmt(med(rs, 'p99_us'))} | "
+                      f"{fmt(med(rs, 'corrected_p99_us'))} | {fmt(med(rs, 'max_us'))} | {fmt(med(rs, 'missed'), 0)} | "
+                      f"{fmt(med(rs, 'cpu_per_wakeup_us'), 2)} | {fmt(med(rs, 'process_cpu_per_wakeup_us'), 2)} |")
+        print("\nRatios, sandglass / cyclictest: the ratio of the medians, then the median of the "
+              "per-repetition ratios and the repetitions in which sandglass's figure was the higher:\n")
+        for load in ("idle", "stress-ng --cpu 1 --vm 1"):
+            sg = results[(load, "sandglass timer")]
+            for tool in (CT_MAIN, CT_DEFAULT):
+                ct = results[(load, tool)]
+                parts = []
+                for key, name in (("p50_us", "median lateness"), ("p99_us", "p99"),
+                                  ("cpu_per_wakeup_us", "CPU per wakeup (thread)"),
+                                  ("process_cpu_per_wakeup_us", "CPU per wakeup (process)")):
+                    r, above, n = paired(sg, ct, key)
+                    parts.append(f"{name} {med(sg, key) / med(ct, key):.3f} "
+                                 f"(paired {fmt(r, 3)}, higher in {above}/{n})")
+                print(f"- {load}, against {tool}: " + "; ".join(parts))
+    if a.noise_reps > 0:
+        print("\n### OS noise\n")
+        print("| load | tool | interruptions per s | > 5 µs per s | max (µs) | noise |")
+        print("|---|---|---:|---:|---:|---:|")
+        for load in ("idle", "stress-ng --cpu 1 --vm 1"):
+            for tool in ("sandglass noise", "oslat"):
+                rs = results[(load, tool)]
+                noise = med(rs, "noise_pct")
+                print(f"| {load} | {tool} | {fmt(med(rs, 'per_s'))} | {fmt(med(rs, 'gt5_per_s'))} | "
+                      f"{fmt(med(rs, 'max_us'))} | {'n/a' if noise is None else f'{noise:.2f}%'} |")
     print("\nEvery repetition:\n")
     for (load, tool), rs in results.items():
         keys = [k for k in rs[0] if rs[0][k] is not None]
