@@ -119,30 +119,25 @@ pub enum Wait {
     Spin,
 }
 
-/// The request that wakes a thread of timer `kind` at counter value `target`. Relative timers
-/// sleep for the time left after `now`, the counter's current value. Absolute timers take
-/// (`now`, `mono_now`) as a (counter, CLOCK_MONOTONIC) pair read together, at most
-/// [`PAIR_REFRESH_NS`] before the target, and are armed at `mono_now` plus the ticks from `now`
-/// to the target at the counter's calibrated CLOCK_MONOTONIC rate, so the conversion error is
-/// the rate's uncertainty times that span, however old the run.
+/// The request that wakes a thread of timer `kind` at counter value `target`, when the counter
+/// reads `now`. Relative timers sleep for the time left. Absolute timers ask `pair` for a
+/// (counter, CLOCK_MONOTONIC) pair read at most [`PAIR_REFRESH_NS`] before the target and the
+/// rate to convert at (counter ticks per second of CLOCK_MONOTONIC), and are armed at the
+/// target's [`expiry`], so the conversion error is the rate's uncertainty times that span,
+/// however old the run. `pair` is called only for the kinds that need it.
 pub fn wait_request(
     kind: TimerKind,
     now: u64,
     target: u64,
-    mono_now: u64,
     cal: &Calibration,
+    pair: impl FnOnce() -> (MonoPair, f64),
 ) -> Wait {
-    let left_ticks = target.saturating_sub(now);
     match kind {
-        TimerKind::Native => Wait::For(cal.ns_for_ticks(left_ticks)),
-        TimerKind::Hr | TimerKind::Timerfd | TimerKind::Posix => Wait::Until(expiry(
-            MonoPair {
-                counter: now,
-                mono_ns: mono_now,
-            },
-            target,
-            cal.monotonic_frequency_hz,
-        )),
+        TimerKind::Native => Wait::For(cal.ns_for_ticks(target.saturating_sub(now))),
+        TimerKind::Hr | TimerKind::Timerfd | TimerKind::Posix => {
+            let (p, mono_hz) = pair();
+            Wait::Until(expiry(p, target, mono_hz))
+        }
         TimerKind::Busy | TimerKind::Rtc => Wait::Spin,
     }
 }
@@ -270,13 +265,10 @@ impl<C: Clock> ThreadOps for OsOps<C> {
             if now >= target {
                 return true;
             }
-            let kind = self.timer.kind();
-            let wait = if matches!(kind, TimerKind::Hr | TimerKind::Timerfd | TimerKind::Posix) {
-                let p = self.pair_for(target);
-                Wait::Until(expiry(p, target, self.mono_hz))
-            } else {
-                wait_request(kind, now, target, 0, &self.calibration)
-            };
+            let (kind, cal) = (self.timer.kind(), self.calibration);
+            let wait = wait_request(kind, now, target, &cal, || {
+                (self.pair_for(target), self.mono_hz)
+            });
             let result = match (&mut self.timer, wait) {
                 (OsTimer::Native, Wait::For(ns)) => sleep_for(ns),
                 (OsTimer::Hr, Wait::Until(mono)) => sleep_until(ClockId::Monotonic, mono),
@@ -544,31 +536,34 @@ mod tests {
             },
         );
         let (now, target, mono_now) = (9_000_000, 12_000_000, 77_000_000);
+        // The pair read at `now`, converted at the calibrated rate; only absolute kinds ask.
+        let asked = std::cell::Cell::new(0);
+        let request = |kind, now| {
+            wait_request(kind, now, target, &cal, || {
+                asked.set(asked.get() + 1);
+                (
+                    MonoPair {
+                        counter: now,
+                        mono_ns: mono_now,
+                    },
+                    cal.monotonic_frequency_hz,
+                )
+            })
+        };
         // 3 000 000 ticks left: 1 ms of CLOCK_MONOTONIC_RAW, 1.000001 ms of CLOCK_MONOTONIC.
-        assert_eq!(
-            wait_request(TimerKind::Native, now, target, mono_now, &cal),
-            Wait::For(1_000_000)
-        );
+        assert_eq!(request(TimerKind::Native, now), Wait::For(1_000_000));
         for kind in [TimerKind::Hr, TimerKind::Timerfd, TimerKind::Posix] {
             assert_eq!(
-                wait_request(kind, now, target, mono_now, &cal),
+                request(kind, now),
                 Wait::Until(mono_now + 1_000_001),
                 "{kind:?}"
             );
         }
-        assert_eq!(
-            wait_request(TimerKind::Busy, now, target, mono_now, &cal),
-            Wait::Spin
-        );
-        assert_eq!(
-            wait_request(TimerKind::Rtc, now, target, mono_now, &cal),
-            Wait::Spin
-        );
+        assert_eq!(request(TimerKind::Busy, now), Wait::Spin);
+        assert_eq!(request(TimerKind::Rtc, now), Wait::Spin);
         // A target already passed asks for no time at all.
-        assert_eq!(
-            wait_request(TimerKind::Native, target + 5, target, mono_now, &cal),
-            Wait::For(0)
-        );
+        assert_eq!(request(TimerKind::Native, target + 5), Wait::For(0));
+        assert_eq!(asked.get(), 3, "a pair is read only for absolute timers");
     }
 
     #[test]
