@@ -40,7 +40,7 @@ EVENTS = ["sched/sched_switch", "sched/sched_waking", "sched/sched_wakeup", "irq
 def sg(cpu, secs, tmp, trace):
     cmd = [tb.SG, "timer", "-c", str(cpu), "-i", "1ms", "-d", f"{secs}s", "-P", "f:95", "--json",
            "-o", os.path.join(tmp, f"sg-{time.monotonic_ns()}")] + (["--trace"] if trace else [])
-    out, _ = tb.run(cmd)
+    out = tb.run(cmd)
     v = json.loads(out)
     c = v["cpus"][0]
     k = (v.get("causes") or {}).get("kernel") or {}

@@ -18,10 +18,11 @@ thread went back to sleep. Prints Markdown.
     python3 bench/wakeup_path.py [--cpu 1] [--seconds 1]
 
 Needs root, tracefs with the sched, raw_syscalls, irq_vectors and msr events, and an x86 TSC;
-installs rt-tests if cyclictest is missing.
+installs rt-tests and stress-ng if they are missing (bench/timer.py's set-up) and builds sandglass.
 """
 
 import argparse
+import importlib.util
 import os
 import re
 import shutil
@@ -31,7 +32,11 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SG = os.path.join(ROOT, "target", "release", "sandglass")
+# The binary and the cyclictest install step are bench/timer.py's.
+spec = importlib.util.spec_from_file_location("timerbench", os.path.join(ROOT, "bench", "timer.py"))
+tb = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(tb)
+SG = tb.SG
 TRACEFS = "/sys/kernel/tracing"
 EVENTS = ["sched/sched_waking", "sched/sched_switch", "raw_syscalls/sys_enter", "raw_syscalls/sys_exit",
           "irq_vectors/local_timer_entry", "irq_vectors/local_timer_exit", "msr/write_msr"]
@@ -131,10 +136,7 @@ def main():
     missing = [e for e in EVENTS if not os.path.isdir(f"{TRACEFS}/events/{e}")]
     if missing:
         sys.exit(f"this kernel's tracefs lacks {', '.join(missing)}: cannot break a wakeup down")
-    if not shutil.which("cyclictest"):
-        subprocess.run(["apt-get", "update", "-qq"], check=True)
-        subprocess.run(["apt-get", "install", "-y", "-qq", "rt-tests"], check=True, stdout=subprocess.DEVNULL)
-    subprocess.run(["cargo", "build", "--release", "-q"], cwd=ROOT, check=True)
+    tb.ensure_tools()
     inst = f"{TRACEFS}/instances/sandglass-bench-wakeup"
     os.makedirs(inst, exist_ok=True)
     secs = int(a.seconds + 5)
