@@ -335,7 +335,7 @@ fn a_run_killed_with_sigkill_is_marked_incomplete_by_the_next_start() {
     // While it runs, it is listed as running and cannot be marked.
     let listed = rows(&runs);
     let row = listed.iter().find(|r| r["id"] == id.as_str());
-    assert!(row.map_or(true, |r| r["state"] == "running"), "{listed:?}");
+    assert!(row.is_none_or(|r| r["state"] == "running"), "{listed:?}");
     child.kill().unwrap();
     child.wait().unwrap();
 

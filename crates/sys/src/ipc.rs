@@ -273,7 +273,7 @@ impl Region {
 
     /// The atomic at byte `offset` (a multiple of 8 inside the header page).
     fn atomic(&self, offset: usize) -> &AtomicU32 {
-        debug_assert!(offset % 8 == 0 && offset + 4 <= HEADER_BYTES);
+        debug_assert!(offset.is_multiple_of(8) && offset + 4 <= HEADER_BYTES);
         // SAFETY: `offset` lies in the mapping's first page, which is page-aligned (so the
         // address is 4-byte aligned) and lives as long as `self`; the bytes were zeroed by
         // mmap, a valid AtomicU32, and are only ever accessed atomically.

@@ -161,7 +161,7 @@ fn worst_case_markers(series: &[Named], rate_hz: f64) -> (Vec<Marker>, String) {
             .filter_map(|h| h.worst_case_ns)
             .max()
             .unwrap_or(i64::MIN);
-        if best.as_ref().map_or(true, |b| day > b.0) {
+        if best.as_ref().is_none_or(|b| day > b.0) {
             best = Some((day, s.name.clone(), markers));
         }
     }

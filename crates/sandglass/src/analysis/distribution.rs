@@ -119,7 +119,7 @@ impl Distribution {
         let i = self.bins.partition_point(|b| b.0 <= x);
         let mut out = Vec::with_capacity(self.above.get(i).copied().unwrap_or(0) as usize);
         for &(v, c) in &self.bins[i..] {
-            out.extend(std::iter::repeat(v).take(c as usize));
+            out.extend(std::iter::repeat_n(v, c as usize));
         }
         out
     }

@@ -281,7 +281,7 @@ pub fn least_buffering(
         };
         // In the lower-bound regime (or past 64 bits, which ends the search too).
         let mut bounded = |t: u64| -> Result<bool, MttfError> {
-            Ok(eval(t)?.map_or(true, |r| r.mttf_lower_bound_s.is_some()))
+            Ok(eval(t)?.is_none_or(|r| r.mttf_lower_bound_s.is_some()))
         };
         let mut meets = |t: u64| -> Result<bool, MttfError> {
             Ok(eval(t)?.is_some_and(|r| r.at_least_s() >= target_s))

@@ -1377,7 +1377,7 @@ mod tests {
 
         /// A data record: short (type_len 1 to 28) when it can be.
         fn event(&mut self, delta: u32, rec: &[u8]) -> &mut Page {
-            assert!(!rec.is_empty() && rec.len() % 4 == 0);
+            assert!(!rec.is_empty() && rec.len().is_multiple_of(4));
             if rec.len() <= 112 {
                 self.header(rec.len() as u32 / 4, delta);
                 self.data.extend_from_slice(rec);

@@ -113,7 +113,7 @@ pub fn find_trains(spikes: &[Spike], config: &TrainConfig) -> Vec<Train> {
             }
             if similar(x, like) {
                 let dist = x.at_ns.abs_diff(t);
-                if best.map_or(true, |(bd, _)| dist < bd) {
+                if best.is_none_or(|(bd, _)| dist < bd) {
                     best = Some((dist, k));
                 }
             }

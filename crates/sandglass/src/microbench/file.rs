@@ -277,7 +277,7 @@ pub fn filesystem_of(mountinfo: &str, path: &Path) -> Option<(String, String)> {
         let mount = unescape(left.split_whitespace().nth(4)?);
         let mut r = right.split_whitespace();
         let (fstype, source) = (r.next()?.to_string(), r.next().unwrap_or("").to_string());
-        if path.starts_with(&mount) && best.as_ref().map_or(true, |b| mount.len() >= b.0) {
+        if path.starts_with(&mount) && best.as_ref().is_none_or(|b| mount.len() >= b.0) {
             best = Some((mount.len(), fstype, source));
         }
     }
@@ -697,7 +697,7 @@ pub fn validate(config: &FileConfig) -> Result<(), String> {
     if config.size_bytes < 4096 {
         return Err("--size must be at least 4 KiB".to_string());
     }
-    if config.size_bytes % 4096 != 0 {
+    if !config.size_bytes.is_multiple_of(4096) {
         return Err(format!(
             "--size {}: give a multiple of 4 KiB (O_DIRECT reads whole blocks)",
             config.size_bytes

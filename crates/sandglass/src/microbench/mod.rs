@@ -109,7 +109,7 @@ pub fn parse_sizes(text: &str) -> Result<Vec<u64>, SizeError> {
 /// A size for people, exact: `4 KiB`, `1 MiB`, `1.5 KiB` is written `1536 B`.
 pub fn format_size(bytes: u64) -> String {
     for (unit, scale) in [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] {
-        if bytes >= scale && bytes % scale == 0 {
+        if bytes >= scale && bytes.is_multiple_of(scale) {
             return format!("{} {unit}", bytes / scale);
         }
     }

@@ -37,9 +37,9 @@ fn add(m: &mut Metrics, key: &str, v: f64) {
 
 /// A threshold as a metric suffix: 10000 → `10us`, 1000000 → `1ms`.
 pub fn threshold_name(ns: u64) -> String {
-    if ns >= 1_000_000 && ns % 1_000_000 == 0 {
+    if ns >= 1_000_000 && ns.is_multiple_of(1_000_000) {
         format!("{}ms", ns / 1_000_000)
-    } else if ns >= 1_000 && ns % 1_000 == 0 {
+    } else if ns >= 1_000 && ns.is_multiple_of(1_000) {
         format!("{}us", ns / 1_000)
     } else {
         format!("{ns}ns")

@@ -377,7 +377,7 @@ pub fn latest_unfinished(base: &Path) -> Result<PathBuf, StudyError> {
         if r.state == StudyState::Completed {
             continue;
         }
-        if best.as_ref().map_or(true, |(t, _)| r.updated_at > *t) {
+        if best.as_ref().is_none_or(|(t, _)| r.updated_at > *t) {
             best = Some((r.updated_at.clone(), path));
         }
     }

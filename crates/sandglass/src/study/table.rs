@@ -130,11 +130,11 @@ pub fn build(spec: &TableSpec, study: &StudyFile, done: &[(&Cell, &Metrics)]) ->
         })
         .filter(|(c, _)| {
             let l = c.labels(study);
-            spec.loads.as_ref().map_or(true, |v| v.contains(&l.load))
+            spec.loads.as_ref().is_none_or(|v| v.contains(&l.load))
                 && spec
                     .settings
                     .as_ref()
-                    .map_or(true, |v| v.contains(&l.setting))
+                    .is_none_or(|v| v.contains(&l.setting))
         })
         .collect();
     let metrics = select_metrics(&spec.values, selected.iter().flat_map(|(_, m)| m.keys()));

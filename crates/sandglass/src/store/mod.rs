@@ -22,6 +22,8 @@
 //! The format is versioned by `schema_version`; later versions add fields and files, never
 //! change the meaning of existing ones. `docs/run-format.md` documents it.
 
+pub mod table;
+
 use crate::system::SystemSnapshot;
 use crate::warning::Warning;
 use serde::{Deserialize, Serialize};
@@ -64,6 +66,8 @@ pub enum StoreError {
         #[source]
         source: serde_json::Error,
     },
+    #[error("cannot write {path}: {detail}")]
+    Parquet { path: PathBuf, detail: String },
 }
 
 /// Who wrote a run.
@@ -418,6 +422,16 @@ pub enum ReadError {
     },
     #[error("{path}: its SHA-256 differs from the manifest's: the file was altered")]
     Checksum { path: PathBuf },
+    #[error("{path}: not a readable Parquet file ({detail}); the run directory is damaged")]
+    Parquet { path: PathBuf, detail: String },
+    #[error("the {table} table has no column {column}")]
+    Column { table: String, column: String },
+    #[error("{path}:{line}: {what}")]
+    Data {
+        path: PathBuf,
+        line: usize,
+        what: String,
+    },
 }
 
 /// A run directory opened for reading: every file is checked against the manifest's size and
