@@ -638,27 +638,41 @@ fn ctxsw_cmd(s: &CtxswArgs) -> Result<u8, Failure> {
             r.manifest.kind
         )));
     }
-    let text = r
-        .read_text("trace.csv")
+    let table =
+        sandglass::store::table::TableReader::open(&r, &sandglass::store::table::tables::TRACE)
+            .ok_or_else(|| Failure::usage(format!("{}: the run has no trace", s.run.display())))?;
+    // The trace streams in order of start: the switches are inferred as it goes.
+    let mut inference = trace::TraceInference::new();
+    let cols = ["thread", "cpu", "start_ns", "end_ns", "end_reason"];
+    table
+        .scan::<sandglass::store::ReadError>(&cols, |b| {
+            let (th, cpu) = (b.i32s("thread")?, b.i32s("cpu")?);
+            let (a, e, why) = (
+                b.i64s("start_ns")?,
+                b.i64s("end_ns")?,
+                b.texts("end_reason")?,
+            );
+            for i in 0..b.len() {
+                let reason = why[i]
+                    .as_utf8()
+                    .ok()
+                    .and_then(sandglass::engine::EndReason::from_name)
+                    .ok_or_else(|| sandglass::store::ReadError::Column {
+                        table: "trace".into(),
+                        column: format!("end_reason (unknown value in row {})", i + 1),
+                    })?;
+                inference.add(&trace::Interval {
+                    thread: th[i] as u16,
+                    cpu: cpu[i] as u32,
+                    start_ns: a[i].max(0) as u64,
+                    end_ns: e[i].max(0) as u64,
+                    reason,
+                });
+            }
+            Ok(())
+        })
         .map_err(|e| Failure::usage(e.to_string()))?;
-    let file = s.run.join("trace.csv");
-    let mut intervals = Vec::new();
-    for (i, line) in text.lines().enumerate().skip(1) {
-        let f: Vec<&str> = line.split(',').collect();
-        let bad = || Failure::usage(format!("{}:{}: malformed trace row", file.display(), i + 1));
-        let num = |k: usize| f.get(k).and_then(|v| v.parse::<u64>().ok());
-        intervals.push(trace::Interval {
-            thread: num(0).and_then(|v| u16::try_from(v).ok()).ok_or_else(bad)?,
-            cpu: num(1).and_then(|v| u32::try_from(v).ok()).ok_or_else(bad)?,
-            start_ns: num(2).ok_or_else(bad)?,
-            end_ns: num(3).ok_or_else(bad)?,
-            reason: f
-                .get(6)
-                .and_then(|r| sandglass::engine::EndReason::from_name(r))
-                .ok_or_else(bad)?,
-        });
-    }
-    let sw = trace::context_switches(&intervals);
+    let sw = inference.switches();
     emit(s.json, &sw, |w| {
         writeln!(
             w,

@@ -14,16 +14,18 @@ pub struct Failure {
 }
 
 impl Failure {
-    pub fn usage(message: impl Into<String>) -> Failure {
+    /// A usage error (exit code 2): the message names what was wrong and how to fix it.
+    pub fn usage(message: impl std::fmt::Display) -> Failure {
         Failure {
             code: 2,
-            message: message.into(),
+            message: message.to_string(),
         }
     }
-    pub fn runtime(message: impl Into<String>) -> Failure {
+    /// A failure while running (exit code 1).
+    pub fn runtime(message: impl std::fmt::Display) -> Failure {
         Failure {
             code: 1,
-            message: message.into(),
+            message: message.to_string(),
         }
     }
 }
@@ -174,6 +176,9 @@ pub fn context() -> RunContext {
         command_line: std::env::args().collect(),
         tool: tool(),
         base_dir: store::default_base(),
+        faults: sandglass::plan::Faults::parse(
+            &std::env::var(sandglass::plan::FAULT_ENV).unwrap_or_default(),
+        ),
     }
 }
 
@@ -202,8 +207,8 @@ pub fn policy_arg(value: &str) -> Result<sandglass::policy::Policy, Failure> {
 }
 
 /// `--counter auto|tsc|raw`.
-pub fn counter_arg(value: &str) -> Result<sandglass::hourglass::cmdline::CounterChoice, Failure> {
-    use sandglass::hourglass::cmdline::CounterChoice;
+pub fn counter_arg(value: &str) -> Result<sandglass::clock::CounterChoice, Failure> {
+    use sandglass::clock::CounterChoice;
     match value {
         "auto" => Ok(CounterChoice::Auto),
         "tsc" => Ok(CounterChoice::Tsc),
@@ -312,7 +317,7 @@ pub struct LoadFlags {
 
 impl LoadFlags {
     /// The load plan, refusing bad profiles with one clear line.
-    pub fn plan(&self) -> Result<sandglass::runner::LoadPlan, Failure> {
+    pub fn plan(&self) -> Result<sandglass::plan::LoadPlan, Failure> {
         let mut specs = Vec::new();
         for p in &self.load {
             let list = sandglass::load::parse_profile(p)
@@ -328,7 +333,7 @@ impl LoadFlags {
             specs.push(sandglass::load::LoadSpec::command(c));
         }
         let settle = time_arg("--settle", &self.settle)?;
-        Ok(sandglass::runner::LoadPlan {
+        Ok(sandglass::plan::LoadPlan {
             settle_ns: if specs.is_empty() {
                 Nanos::ZERO
             } else {

@@ -33,7 +33,7 @@ pub struct CompareArgs {
 }
 
 /// Every problem of compare is exit code 1: 2 means a gate was crossed.
-fn error(message: impl Into<String>) -> Failure {
+fn error(message: impl std::fmt::Display) -> Failure {
     Failure::runtime(message)
 }
 

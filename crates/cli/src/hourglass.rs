@@ -20,7 +20,7 @@ pub fn hourglass(args: &[String]) -> Result<u8, Failure> {
     let result = run::run(&spec, &context(), &mut console);
     console.clear();
     let result = result?;
-    crate::common::register(std::path::Path::new(&result.run_dir));
+    crate::common::register(std::path::Path::new(&result.run.run_dir));
     let opts = hg_report::Options {
         trace: !spec.suppress_trace,
         raw_cycles: spec.raw_cycles,
@@ -29,8 +29,12 @@ pub fn hourglass(args: &[String]) -> Result<u8, Failure> {
     };
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
-    hg_report::write(&mut out, &result, &opts)
+    let written =
+        sandglass::store::RunReader::open_any_state(std::path::Path::new(&result.run.run_dir))
+            .map_err(|e| io::Error::other(e.to_string()))
+            .and_then(|r| hg_report::write(&mut out, &result, &r, &opts));
+    written
         .and_then(|_| out.flush())
         .context("writing the output")?;
-    Ok(exit_code_for(&result.state))
+    Ok(exit_code_for(&result.run.state))
 }

@@ -122,7 +122,7 @@ pub fn noise(a: &NoiseArgs) -> Result<u8, Failure> {
     let result = noise::run(&c, &context(), &mut console);
     console.clear();
     let result = result?;
-    crate::common::register(std::path::Path::new(&result.run_dir));
+    crate::common::register(std::path::Path::new(&result.run.run_dir));
     if a.json {
         print_json(&result)?;
     } else {
@@ -132,5 +132,5 @@ pub fn noise(a: &NoiseArgs) -> Result<u8, Failure> {
             .and_then(|_| out.flush())
             .context("writing the output")?;
     }
-    Ok(exit_code_for(&result.state))
+    Ok(exit_code_for(&result.run.state))
 }

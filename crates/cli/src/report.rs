@@ -66,8 +66,15 @@ fn window(text: &str) -> Result<(Nanos, Nanos), Failure> {
 /// Writes `page` to `file` through a temporary name, so that no half-written page is ever
 /// seen under its name.
 fn write_page(file: &Path, page: &str) -> Result<(), Failure> {
-    write_atomic(file, |w| w.write_all(page.as_bytes()))
-        .map_err(|e| Failure::runtime(format!("--html {}: {e}", file.display())))?;
+    write_atomic(file, |w| {
+        w.write_all(page.as_bytes()).map_err(|source| {
+            sandglass_report::export::ExportError::Write {
+                path: file.to_path_buf(),
+                source,
+            }
+        })
+    })
+    .map_err(|e| Failure::runtime(format!("--html {}: {e}", file.display())))?;
     println!("wrote {}", file.display());
     Ok(())
 }
@@ -159,23 +166,17 @@ pub fn report(a: &ReportArgs) -> Result<u8, Failure> {
             )))
         }
     };
-    // The whole distribution at a glance, from the run's own samples.
-    let histogram = match kind {
-        "timer" if !a.markdown => Some(("lateness of every release:", "samples.csv", 3)),
-        "noise" if !a.markdown => Some(("interruptions:", "interruptions.csv", 2)),
+    // The whole distribution at a glance, from the run's whole-run histograms.
+    let title = match kind {
+        "timer" if !a.markdown => Some("lateness of every release:"),
+        "noise" if !a.markdown => Some("interruptions:"),
         _ => None,
     };
-    let written = written.and_then(|_| match histogram {
-        Some((title, file, column)) => {
-            let text = r
-                .read_text(file)
+    let written = written.and_then(|_| match title {
+        Some(title) => {
+            let totals = sandglass::store::data::totals(&r)
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
-            let values: Vec<i64> = text
-                .lines()
-                .skip(1)
-                .filter_map(|l| l.split(',').nth(column)?.trim().parse().ok())
-                .collect();
-            sandglass_report::text::log_histogram(&mut out, title, &values)
+            sandglass_report::text::log_histogram(&mut out, title, &totals.pooled())
         }
         None => Ok(()),
     });

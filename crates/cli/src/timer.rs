@@ -144,7 +144,7 @@ pub fn timer(a: &TimerArgs) -> Result<u8, Failure> {
     let result = timer::run(&c, &context(), &mut console);
     console.clear();
     let result = result?;
-    crate::common::register(std::path::Path::new(&result.run_dir));
+    crate::common::register(std::path::Path::new(&result.run.run_dir));
     if a.json {
         print_json(&result)?;
     } else {
@@ -154,5 +154,5 @@ pub fn timer(a: &TimerArgs) -> Result<u8, Failure> {
             .and_then(|_| out.flush())
             .context("writing the output")?;
     }
-    Ok(exit_code_for(&result.state))
+    Ok(exit_code_for(&result.run.state))
 }

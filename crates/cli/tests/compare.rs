@@ -27,33 +27,14 @@ fn synthetic(seed: u64, n: usize, scale: f64) -> Vec<i64> {
         .collect()
 }
 
-/// A timer run in `dir` whose samples are `lateness`.
-fn timer_run(runs: &Path, dir: &Path, lateness: &[i64]) {
-    let out = sg(runs)
-        .args(["timer", "-c", "0", "-d", "200ms", "-P", "o:0", "-o"])
-        .arg(dir)
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let mut csv = String::from("cpu,release,release_ns,lateness_ns,missed\n");
-    for (k, l) in lateness.iter().enumerate() {
-        csv.push_str(&format!("0,{k},{},{l},0\n", k as u64 * 1_000_000));
-    }
-    std::fs::write(dir.join("samples.csv"), &csv).unwrap();
-    let mpath = dir.join("manifest.json");
-    let mut m: Value = serde_json::from_str(&std::fs::read_to_string(&mpath).unwrap()).unwrap();
-    for f in m["files"].as_array_mut().unwrap() {
-        if f["name"] == "samples.csv" {
-            f["bytes"] = csv.len().into();
-            f["sha256"] = sandglass::store::sha256_hex(csv.as_bytes()).into();
-        }
-    }
-    std::fs::write(&mpath, serde_json::to_vec_pretty(&m).unwrap()).unwrap();
+/// A finished timer run in `dir` (synthetic, in run format 2) whose samples are `lateness`.
+fn timer_run(_runs: &Path, dir: &Path, lateness: &[i64]) {
+    let samples: Vec<(u64, u64, i64, i64, bool)> = lateness
+        .iter()
+        .enumerate()
+        .map(|(k, &l)| (0, k as u64, k as i64 * 1_000_000, l, false))
+        .collect();
+    sandglass_report::export::fixture::timer_run(dir, &samples).unwrap();
 }
 
 fn json(out: &std::process::Output) -> Value {
@@ -168,12 +149,12 @@ fn pass_threshold_regression_and_errors() {
     }
 
     // A damaged run is refused, naming the file.
-    let mut csv = std::fs::read(b.join("samples.csv")).unwrap();
-    csv[60] ^= 1;
-    std::fs::write(b.join("samples.csv"), csv).unwrap();
+    let mut data = std::fs::read(b.join("samples-0000.parquet")).unwrap();
+    data[60] ^= 1;
+    std::fs::write(b.join("samples-0000.parquet"), data).unwrap();
     let out = sg(&runs).arg("compare").args([&a, &b]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("samples.csv"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("samples-0000.parquet"));
 
     // A run id in the runs directory is found by its prefix.
     let id = a.file_name().unwrap().to_string_lossy().to_string();

@@ -194,7 +194,7 @@ fn perfetto_file_structure_and_one_clock_for_trace_and_kernel_events() {
     let at = RUN_START_MONOTONIC_NS + 100_000;
     let kernel = format!("ts_ns,cpu,event,dur_ns\n{at},1,local_timer_entry,3000\n");
     let jobs = "thread,job,release_ns,deadline_ns,first_run_ns,end_ns,received_ns,outcome\n\
-                1,0,0,500000,,500000,0,miss\n"
+                1,0,0,500000,0,500000,0,miss\n"
         .to_string();
     let run = fixture::hourglass_run(
         &tmp.path().join("run"),
@@ -536,7 +536,7 @@ fn report_prints_the_summary_and_refuses_a_damaged_run() {
         md.contains("| CPU | policy | releases |") && md.contains("\n| 0 |"),
         "{md}"
     );
-    let samples = dir.join("samples.csv");
+    let samples = dir.join("samples-0000.parquet");
     let mut data = std::fs::read(&samples).unwrap();
     data.push(b'\n');
     std::fs::write(&samples, data).unwrap();
@@ -544,7 +544,7 @@ fn report_prints_the_summary_and_refuses_a_damaged_run() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("samples.csv") && err.lines().count() == 1,
+        err.contains("samples-0000.parquet") && err.lines().count() == 1,
         "{err}"
     );
 }

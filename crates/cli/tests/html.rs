@@ -166,16 +166,16 @@ fn pages_of_every_kind_draw_every_plot() {
         .unwrap()
         .flatten()
         .map(|e| e.path())
-        .find(|p| p.join("timeline.csv").is_file())
+        .find(|p| p.join("timeline-0000.parquet").is_file())
         .unwrap();
-    let timeline = cell.join("timeline.csv");
-    let mut text = std::fs::read_to_string(&timeline).unwrap();
-    text.push_str("0,999,0,0,0\n");
-    std::fs::write(&timeline, text).unwrap();
+    let timeline = cell.join("timeline-0000.parquet");
+    let mut bytes = std::fs::read(&timeline).unwrap();
+    bytes.push(0);
+    std::fs::write(&timeline, bytes).unwrap();
     let out = sandglass(d, &["report", "s", "--html", "y.html"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("timeline.csv"), "{err}");
+    assert!(err.contains("timeline-0000.parquet"), "{err}");
     assert!(!d.join("y.html").exists());
 }
 
@@ -211,11 +211,11 @@ fn bad_requests_and_damaged_runs_write_nothing() {
         "does not exist",
     );
     // One byte of the samples changed: the page is refused, naming the file.
-    let samples = d.join("t/samples.csv");
+    let samples = d.join("t/samples-0000.parquet");
     let mut bytes = std::fs::read(&samples).unwrap();
-    let last = bytes.len() - 2;
-    bytes[last] = if bytes[last] == b'7' { b'8' } else { b'7' };
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 1;
     std::fs::write(&samples, bytes).unwrap();
-    expect_usage(&["report", "t", "--html", "a.html"], "samples.csv");
+    expect_usage(&["report", "t", "--html", "a.html"], "samples-0000.parquet");
     assert!(!d.join("a.html").exists());
 }

@@ -8,7 +8,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
-use common::{is_root, lock, skip};
+use common::{column, is_root, lock, rows, skip};
+use sandglass::store::table::tables;
 
 use assert_cmd::Command;
 use std::collections::BTreeMap;
@@ -76,21 +77,15 @@ struct Row {
 }
 
 fn read_trace(dir: &Path) -> Vec<Row> {
-    let text = std::fs::read_to_string(dir.join("trace.csv")).unwrap();
-    let mut lines = text.lines();
-    assert_eq!(
-        lines.next(),
-        Some("thread,cpu,start_ns,end_ns,start_counter,end_counter,end_reason")
-    );
-    lines
-        .map(|l| {
-            let f: Vec<&str> = l.split(',').collect();
-            Row {
-                thread: f[0].parse().unwrap(),
-                cpu: f[1].parse().unwrap(),
-                start: f[2].parse().unwrap(),
-                end: f[3].parse().unwrap(),
-            }
+    let t = &tables::TRACE;
+    let (thread, cpu) = (column(dir, t, "thread"), column(dir, t, "cpu"));
+    let (start, end) = (column(dir, t, "start_ns"), column(dir, t, "end_ns"));
+    (0..thread.len())
+        .map(|i| Row {
+            thread: thread[i] as u16,
+            cpu: cpu[i] as u32,
+            start: start[i] as u64,
+            end: end[i] as u64,
         })
         .collect()
 }
@@ -102,7 +97,7 @@ fn manifest(dir: &Path) -> serde_json::Value {
 /// Every file listed in the manifest exists with the recorded size and SHA-256.
 fn check_files(dir: &Path) {
     let m = manifest(dir);
-    assert_eq!(m["schema_version"], 1);
+    assert_eq!(m["schema_version"], 2);
     for f in m["files"].as_array().unwrap() {
         let name = f["name"].as_str().unwrap();
         let data = std::fs::read(dir.join(name)).unwrap();
@@ -142,8 +137,7 @@ fn lat_thread_prints_latlate_lines() {
             lines.iter().all(|&l| l > -50.0),
             "a wakeup before its time by more than 50 us"
         );
-        let lat = std::fs::read_to_string(r.dir.join("latency.csv")).unwrap();
-        assert_eq!(lat.lines().count(), lines.len() + 1);
+        assert_eq!(rows(&r.dir, &tables::LATENCY), lines.len());
         check_files(&r.dir);
         counts.push(lines.len());
         if lines.len() >= 2900 {
@@ -172,8 +166,7 @@ fn periodic_counts_every_period() {
         (396..=404).contains(&total),
         "missed {missed} + hit {hit} is not within 1% of 400"
     );
-    let jobs = std::fs::read_to_string(r.dir.join("jobs.csv")).unwrap();
-    assert_eq!(jobs.lines().count() as u64, total + 1);
+    assert_eq!(rows(&r.dir, &tables::JOBS) as u64, total);
 }
 
 /// Seed 003 §5.5: task 0 needs 3 ms every 8 ms, task 1 17 ms every 33 ms, both on HR timers;
@@ -596,7 +589,7 @@ fn watchdog_ends_a_run_whose_thread_does_not_stop() {
         ])
         .args(["-w", "PERIODIC", "2ms", "10ms", "-i", "HR", "-o"])
         .arg(&dir)
-        .env(sandglass::hourglass::run::FAULT_ENV, "stuck-thread=0")
+        .env(sandglass::plan::FAULT_ENV, "stuck-thread=0")
         .timeout(Duration::from_secs(60))
         .output()
         .unwrap();
@@ -732,14 +725,12 @@ fn a_stall_is_counted_release_by_release() {
     assert!(ten_ms["count"].as_u64().unwrap() >= 35, "{ten_ms}");
     assert!(ten_ms["raw_count"].as_u64().unwrap() <= 2, "{ten_ms}");
     // Each missed release carries its own lateness: they step down by the interval.
-    let samples = std::fs::read_to_string(dir.join("samples.csv")).unwrap();
-    let rows: Vec<(i64, bool)> = samples
-        .lines()
-        .skip(1)
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split(',').collect();
-            Some((f.get(3)?.parse().ok()?, *f.get(4)? == "1"))
-        })
+    let late = column(&dir, &tables::TIMER_SAMPLES, "lateness_ns");
+    let missed_flags = column(&dir, &tables::TIMER_SAMPLES, "missed");
+    let rows: Vec<(i64, bool)> = late
+        .iter()
+        .zip(&missed_flags)
+        .map(|(&l, &m)| (l, m != 0))
         .collect();
     let worst = rows
         .iter()
@@ -907,9 +898,9 @@ fn analyses_read_measured_runs() {
     assert!(v["count"].as_u64().unwrap() > 10);
 
     // Damage the timer run: the analysis names the altered file and measures nothing.
-    let samples = timer_run.join("samples.csv");
-    let text = std::fs::read_to_string(&samples).unwrap();
-    std::fs::write(&samples, &text[..text.len() / 2]).unwrap();
+    let totals = timer_run.join("totals.hlog");
+    let text = std::fs::read(&totals).unwrap();
+    std::fs::write(&totals, &text[..text.len() / 2]).unwrap();
     let out = sg()
         .args(["analyze", "worst-case", "--run"])
         .arg(&timer_run)
@@ -918,7 +909,7 @@ fn analyses_read_measured_runs() {
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("samples.csv") && stderr.contains("truncated"),
+        stderr.contains("totals.hlog") && stderr.contains("truncated"),
         "{stderr}"
     );
 }

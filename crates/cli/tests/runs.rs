@@ -153,7 +153,7 @@ fn a_timer_run_is_listed_shown_filtered_and_removed() {
     let prefix = &id[..id.len() - 2];
     let show = ok(&runs, &["runs", "show", prefix]);
     assert!(show.starts_with(&format!("run {id}")), "{show}");
-    for f in ["manifest.json", "summary.json", "samples.csv"] {
+    for f in ["manifest.json", "summary.json", "samples-0000.parquet"] {
         assert!(show.contains(f), "{f}: {show}");
     }
     let v: Value = serde_json::from_str(&ok(&runs, &["runs", "show", &id, "--json"])).unwrap();
@@ -214,13 +214,13 @@ fn copies_are_imported_and_damage_is_named() {
     // Deleting, truncating or altering a file: one error naming it, and nothing added.
     type Damage = fn(&Path);
     let cases: [(&str, &str, Damage); 5] = [
-        ("deleted", "samples.csv", |d| {
-            std::fs::remove_file(d.join("samples.csv")).unwrap()
+        ("deleted", "samples-0000.parquet", |d| {
+            std::fs::remove_file(d.join("samples-0000.parquet")).unwrap()
         }),
-        ("truncated", "samples.csv", |d| {
+        ("truncated", "samples-0000.parquet", |d| {
             let f = std::fs::OpenOptions::new()
                 .write(true)
-                .open(d.join("samples.csv"))
+                .open(d.join("samples-0000.parquet"))
                 .unwrap();
             f.set_len(10).unwrap();
         }),
@@ -256,10 +256,14 @@ fn copies_are_imported_and_damage_is_named() {
     }
 
     // Damage to an indexed run is named by show.
-    std::fs::write(copy.join("timeline.csv"), b"altered\n").unwrap();
-    let line = usage_error(&runs, &["runs", "show", &id], &["timeline.csv", "damaged"]);
+    std::fs::write(copy.join("timeline-0000.parquet"), b"altered\n").unwrap();
+    let line = usage_error(
+        &runs,
+        &["runs", "show", &id],
+        &["timeline-0000.parquet", "damaged"],
+    );
     assert!(
-        line.contains(&copy.join("timeline.csv").display().to_string()),
+        line.contains(&copy.join("timeline-0000.parquet").display().to_string()),
         "{line}"
     );
 }

@@ -85,13 +85,13 @@ fn cpu_time_within(run: &Path, from: u64, to: u64) -> u64 {
     let zero = json(&run.join("manifest.json"))["clock"]["run_start_monotonic_ns"]
         .as_u64()
         .unwrap();
-    let csv = std::fs::read_to_string(run.join("trace.csv")).unwrap();
-    csv.lines()
-        .skip(1)
-        .map(|l| {
-            let f: Vec<&str> = l.split(',').collect();
-            let s = zero + f[2].parse::<u64>().unwrap();
-            let e = zero + f[3].parse::<u64>().unwrap();
+    let starts = common::column(run, &sandglass::store::table::tables::TRACE, "start_ns");
+    let ends = common::column(run, &sandglass::store::table::tables::TRACE, "end_ns");
+    starts
+        .iter()
+        .zip(&ends)
+        .map(|(&s, &e)| {
+            let (s, e) = (zero + s as u64, zero + e as u64);
             e.min(to).saturating_sub(s.max(from))
         })
         .sum()

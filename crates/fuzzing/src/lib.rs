@@ -406,12 +406,23 @@ fn read_everything(dir: &Path) {
                 {
                     let _ = sandglass_report::hourglass::write_summary(sink, &t);
                     let _ = sandglass_report::markdown::hourglass(sink, &t);
+                    let all = sandglass_report::hourglass::Options {
+                        trace: true,
+                        raw_cycles: true,
+                        gap_histogram: true,
+                        latlate: true,
+                    };
+                    let _ = sandglass_report::hourglass::write(sink, &t, &r, &all);
                 }
             }
             _ => {}
         }
     }
-    let _ = export::csv::tables(&r);
+    let _ = sandglass::store::data::totals(&r);
+    let _ = sandglass::inputs::execution_time_from_run(dir, None, 0.99);
+    if let Ok(out) = tempfile::tempdir() {
+        let _ = export::csv::write(&r, &out.path().join("csv"));
+    }
     for view in [
         export::cyclictest::View::Corrected,
         export::cyclictest::View::Raw,

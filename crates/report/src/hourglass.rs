@@ -17,6 +17,8 @@ use sandglass::engine::calibrate::LoopHistogram;
 use sandglass::hourglass::result::{HourglassResult, ThreadResult};
 use sandglass::model::Workload;
 use sandglass::stats::Summary;
+use sandglass::store::table::{tables, TableReader};
+use sandglass::store::{ReadError, RunReader};
 use sandglass::Nanos;
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -34,62 +36,80 @@ pub struct Options {
     pub latlate: bool,
 }
 
-fn ms(ns: u64) -> f64 {
-    ns as f64 / 1e6
-}
-
 fn ms_signed(ns: i64) -> f64 {
     ns as f64 / 1e6
 }
 
-/// Writes the whole Hourglass output.
-pub fn write(w: &mut dyn Write, r: &HourglassResult, o: &Options) -> io::Result<()> {
+/// Writes the whole Hourglass output, the trace and the LAT wakeups read from the run's tables
+/// as they stream (a run of any length prints in constant memory).
+pub fn write(
+    w: &mut dyn Write,
+    r: &HourglassResult,
+    run: &RunReader,
+    o: &Options,
+) -> io::Result<()> {
     if o.gap_histogram {
         if let Some(h) = &r.loop_histogram {
             write_gap_histogram(w, h, r.calibration.ns_per_tick())?;
         }
     }
-    if o.trace {
-        let mut last_end: BTreeMap<u32, u64> = BTreeMap::new();
-        for row in &r.rows {
-            let i = row.interval;
-            let prev = last_end.insert(i.cpu, i.end_ns).unwrap_or(0);
-            let gap = i.start_ns as i64 - prev as i64;
-            writeln!(
-                w,
-                "{} {:.6} {:.6} {:.6} {:.6}",
-                i.thread,
-                ms(i.start_ns),
-                ms(i.end_ns),
-                ms(i.end_ns - i.start_ns),
-                ms_signed(gap)
-            )?;
-        }
+    let trace = TableReader::open(run, &tables::TRACE);
+    if let (true, Some(t)) = (o.trace, &trace) {
+        let mut last_end: BTreeMap<i32, i64> = BTreeMap::new();
+        t.scan::<Failure>(&["thread", "cpu", "start_ns", "end_ns"], |b| {
+            let (thread, cpu) = (b.i32s("thread")?, b.i32s("cpu")?);
+            let (start, end) = (b.i64s("start_ns")?, b.i64s("end_ns")?);
+            for i in 0..b.len() {
+                let prev = last_end.insert(cpu[i], end[i]).unwrap_or(0);
+                writeln!(
+                    w,
+                    "{} {:.6} {:.6} {:.6} {:.6}",
+                    thread[i],
+                    ms_signed(start[i]),
+                    ms_signed(end[i]),
+                    ms_signed(end[i] - start[i]),
+                    ms_signed(start[i] - prev)
+                )?;
+            }
+            Ok(())
+        })
+        .map_err(Failure::into_io)?;
     }
-    if o.raw_cycles {
-        for row in &r.rows {
-            writeln!(
-                w,
-                "cycles: {} {} {} {}",
-                row.interval.thread, row.start_counter, row.end_counter, row.interval.cpu
-            )?;
-        }
+    if let (true, Some(t)) = (o.raw_cycles, &trace) {
+        t.scan::<Failure>(&["thread", "cpu", "start_counter", "end_counter"], |b| {
+            let (thread, cpu) = (b.i32s("thread")?, b.i32s("cpu")?);
+            let (start, end) = (b.i64s("start_counter")?, b.i64s("end_counter")?);
+            for i in 0..b.len() {
+                writeln!(
+                    w,
+                    "cycles: {} {} {} {}",
+                    thread[i], start[i] as u64, end[i] as u64, cpu[i]
+                )?;
+            }
+            Ok(())
+        })
+        .map_err(Failure::into_io)?;
     }
     if o.latlate {
-        let lat: Vec<&ThreadResult> = r
+        let lat = r
             .threads
             .iter()
             .filter(|t| matches!(t.workload, Workload::Lat { .. }))
-            .collect();
-        let many = lat.len() > 1;
-        for t in lat {
-            for &l in &t.lateness_ns {
-                if many {
-                    writeln!(w, "latlate: {:.6} thread {}", l as f64 / 1e3, t.thread)?;
-                } else {
-                    writeln!(w, "latlate: {:.6}", l as f64 / 1e3)?;
+            .count();
+        if let Some(t) = TableReader::open(run, &tables::LATENCY) {
+            t.scan::<Failure>(&["thread", "lateness_ns"], |b| {
+                let (thread, late) = (b.i32s("thread")?, b.i64s("lateness_ns")?);
+                for i in 0..b.len() {
+                    let us = late[i] as f64 / 1e3;
+                    if lat > 1 {
+                        writeln!(w, "latlate: {us:.6} thread {}", thread[i])?;
+                    } else {
+                        writeln!(w, "latlate: {us:.6}")?;
+                    }
                 }
-            }
+                Ok(())
+            })
+            .map_err(Failure::into_io)?;
         }
     }
     for t in &r.threads {
@@ -98,6 +118,33 @@ pub fn write(w: &mut dyn Write, r: &HourglassResult, o: &Options) -> io::Result<
         }
     }
     write_summary(w, r)
+}
+
+/// A write that failed, or a table that could not be read.
+enum Failure {
+    Io(io::Error),
+    Read(ReadError),
+}
+
+impl From<io::Error> for Failure {
+    fn from(e: io::Error) -> Self {
+        Failure::Io(e)
+    }
+}
+
+impl From<ReadError> for Failure {
+    fn from(e: ReadError) -> Self {
+        Failure::Read(e)
+    }
+}
+
+impl Failure {
+    fn into_io(self) -> io::Error {
+        match self {
+            Failure::Io(e) => e,
+            Failure::Read(e) => io::Error::other(e.to_string()),
+        }
+    }
 }
 
 /// The polling-loop histogram with percentiles interspersed (Hourglass's calibration procedure:
@@ -277,10 +324,10 @@ pub fn write_summary(w: &mut dyn Write, r: &HourglassResult) -> io::Result<()> {
         w,
         "# sandglass hourglass: {} thread(s), {} requested, {} measured; {} ({})",
         r.threads.len(),
-        r.duration_ns,
-        Nanos(r.elapsed_ns),
-        r.state.name(),
-        r.end_detail
+        r.run.duration_ns,
+        Nanos(r.run.elapsed_ns),
+        r.run.state.name(),
+        r.run.end_detail
     )?;
     let c = &r.calibration;
     let gap = match r.gap.source.as_str() {
@@ -363,39 +410,40 @@ pub fn write_summary(w: &mut dyn Write, r: &HourglassResult) -> io::Result<()> {
     writeln!(
         w,
         "# setup: memory {}; /dev/cpu_dma_latency {}; main thread on {}",
-        if r.memory_locked {
+        if r.run.memory_locked {
             "locked"
         } else {
             "not locked"
         },
-        r.pm_qos_us
+        r.run
+            .pm_qos_us
             .map(|u| format!("held at {u} us"))
             .unwrap_or_else(|| "not held".into()),
         r.main_cpu
             .map(|c| format!("CPU {c}"))
             .unwrap_or_else(|| "a shared CPU".into())
     )?;
-    if !r.loads.is_empty() {
+    if !r.run.loads.is_empty() {
         writeln!(
             w,
             "# under load; what each load achieved during the measurement:"
         )?;
         let mut table = Vec::new();
-        crate::load::write(&mut table, &r.loads)?;
+        crate::load::write(&mut table, &r.run.loads)?;
         for line in String::from_utf8_lossy(&table).lines() {
             writeln!(w, "#   {line}")?;
         }
     }
-    if let Some(c) = &r.causes {
+    if let Some(c) = &r.run.causes {
         let mut text = Vec::new();
         crate::causes::write(&mut text, c)?;
         for line in String::from_utf8_lossy(&text).lines() {
             writeln!(w, "# {line}")?;
         }
     }
-    for warn in &r.warnings {
+    for warn in &r.run.warnings {
         writeln!(w, "# warning: {}", warn.message)?;
     }
-    writeln!(w, "# run directory: {}", r.run_dir)?;
+    writeln!(w, "# run directory: {}", r.run.run_dir)?;
     Ok(())
 }

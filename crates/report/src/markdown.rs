@@ -53,12 +53,12 @@ pub fn timer(w: &mut dyn Write, r: &TimerResult) -> io::Result<()> {
     writeln!(
         w,
         "**sandglass timer** `{}`: interval {}, {} timer, {} releases, {} measured, {}\n",
-        r.run_id,
+        r.run.run_id,
         r.interval_ns,
         r.timer,
         r.mode,
-        time(r.elapsed_ns),
-        r.state.name()
+        time(r.run.elapsed_ns),
+        r.run.state.name()
     )?;
     writeln!(
         w,
@@ -84,8 +84,8 @@ pub fn timer(w: &mut dyn Write, r: &TimerResult) -> io::Result<()> {
         )?;
     }
     writeln!(w)?;
-    causes(w, r.causes.as_ref())?;
-    warnings(w, &r.warnings)
+    causes(w, r.run.causes.as_ref())?;
+    warnings(w, &r.run.warnings)
 }
 
 /// A noise run: one table row per CPU, then the largest interruptions explained and the
@@ -94,9 +94,9 @@ pub fn noise(w: &mut dyn Write, r: &NoiseResult) -> io::Result<()> {
     writeln!(
         w,
         "**sandglass noise** `{}`: {} measured, {}\n",
-        r.run_id,
-        r.duration_ns,
-        r.state.name()
+        r.run.run_id,
+        r.run.duration_ns,
+        r.run.state.name()
     )?;
     writeln!(
         w,
@@ -117,8 +117,8 @@ pub fn noise(w: &mut dyn Write, r: &NoiseResult) -> io::Result<()> {
         )?;
     }
     writeln!(w)?;
-    causes(w, r.causes.as_ref())?;
-    warnings(w, &r.warnings)
+    causes(w, r.run.causes.as_ref())?;
+    warnings(w, &r.run.warnings)
 }
 
 /// An Hourglass run: one table row per thread, then the largest preemptions explained and
@@ -130,11 +130,11 @@ pub fn hourglass(
     writeln!(
         w,
         "**sandglass hourglass** `{}`: {} thread(s), {} measured, gap threshold {}, {}\n",
-        r.run_id,
+        r.run.run_id,
         r.threads.len(),
-        r.duration_ns,
+        r.run.duration_ns,
         Nanos(r.gap.threshold_ns),
-        r.state.name()
+        r.run.state.name()
     )?;
     writeln!(
         w,
@@ -165,8 +165,8 @@ pub fn hourglass(
         )?;
     }
     writeln!(w)?;
-    causes(w, r.causes.as_ref())?;
-    warnings(w, &r.warnings)
+    causes(w, r.run.causes.as_ref())?;
+    warnings(w, &r.run.warnings)
 }
 
 /// A study: each table as a Markdown table, then the cells that did not complete.

@@ -18,9 +18,9 @@ pub fn write(w: &mut dyn Write, r: &NoiseResult) -> io::Result<()> {
         w,
         "sandglass noise: {} CPU(s), {} requested; {} ({})",
         r.cpus.len(),
-        r.duration_ns,
-        r.state.name(),
-        r.end_detail
+        r.run.duration_ns,
+        r.run.state.name(),
+        r.run.end_detail
     )?;
     let threshold = if r.threshold_source == "calibrated" {
         format!("{} ns ({})", r.threshold_ns, r.threshold_explanation)
@@ -88,27 +88,28 @@ pub fn write(w: &mut dyn Write, r: &NoiseResult) -> io::Result<()> {
     writeln!(
         w,
         "setup: memory {}; /dev/cpu_dma_latency {}",
-        if r.memory_locked {
+        if r.run.memory_locked {
             "locked"
         } else {
             "not locked"
         },
-        r.pm_qos_us
+        r.run
+            .pm_qos_us
             .map(|u| format!("held at {u} us"))
             .unwrap_or_else(|| "not held".into())
     )?;
-    if !r.loads.is_empty() {
+    if !r.run.loads.is_empty() {
         writeln!(
             w,
             "under load; what each load achieved during the measurement:"
         )?;
-        crate::load::write(w, &r.loads)?;
+        crate::load::write(w, &r.run.loads)?;
     }
-    if let Some(c) = &r.causes {
+    if let Some(c) = &r.run.causes {
         crate::causes::write(w, c)?;
     }
-    for warn in &r.warnings {
+    for warn in &r.run.warnings {
         writeln!(w, "warning: {}", warn.message)?;
     }
-    writeln!(w, "run directory: {}", r.run_dir)
+    writeln!(w, "run directory: {}", r.run.run_dir)
 }

@@ -590,6 +590,78 @@ impl Rows {
     }
 }
 
+/// Points reduced as they arrive to at most one per cell of a `columns` × `rows` grid over
+/// known ranges (in the axes' units, transformed by their scales): what [`thin_scatter`] does
+/// for a list, in memory bounded by the grid for a stream of any length.
+pub struct Grid {
+    x: Scale,
+    y: Scale,
+    xr: (f64, f64),
+    yr: (f64, f64),
+    columns: usize,
+    rows: usize,
+    cells: std::collections::BTreeMap<(usize, usize), (f64, f64)>,
+}
+
+impl Grid {
+    pub fn new(
+        xr: (f64, f64),
+        yr: (f64, f64),
+        x: Scale,
+        y: Scale,
+        columns: usize,
+        rows: usize,
+    ) -> Grid {
+        let t = |s: Scale, v: f64| match s {
+            Scale::Linear => v,
+            Scale::Log => v.max(f64::MIN_POSITIVE).log10(),
+        };
+        Grid {
+            x,
+            y,
+            xr: (t(x, xr.0), t(x, xr.1)),
+            yr: (t(y, yr.0), t(y, yr.1)),
+            columns: columns.max(1),
+            rows: rows.max(1),
+            cells: std::collections::BTreeMap::new(),
+        }
+    }
+
+    /// Takes a point; the first point of each cell is kept.
+    pub fn add(&mut self, p: (f64, f64)) {
+        let ok = p.0.is_finite()
+            && p.1.is_finite()
+            && (self.x == Scale::Linear || p.0 > 0.0)
+            && (self.y == Scale::Linear || p.1 > 0.0);
+        if !ok {
+            return;
+        }
+        let t = |s: Scale, v: f64| match s {
+            Scale::Linear => v,
+            Scale::Log => v.log10(),
+        };
+        let cell = |v: f64, (a, b): (f64, f64), n: usize| -> usize {
+            if b > a {
+                (((v - a) / (b - a)).clamp(0.0, 1.0) * (n as f64 - 1.0)).round() as usize
+            } else {
+                0
+            }
+        };
+        let key = (
+            cell(t(self.x, p.0), self.xr, self.columns),
+            cell(t(self.y, p.1), self.yr, self.rows),
+        );
+        self.cells.entry(key).or_insert(p);
+    }
+
+    /// The points kept, in order of x.
+    pub fn points(&self) -> Vec<(f64, f64)> {
+        let mut v: Vec<(f64, f64)> = self.cells.values().copied().collect();
+        v.sort_by(|a, b| a.0.total_cmp(&b.0));
+        v
+    }
+}
+
 /// Thins a scatter to what the chart can show: points that fall on the same cell of a
 /// `columns × rows` grid (in the axes' own scales) are drawn once. The extremes survive,
 /// because every occupied cell keeps one point.

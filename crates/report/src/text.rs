@@ -29,24 +29,24 @@ pub fn percent(share: f64) -> String {
     format!("{:.1}%", share * 100.0)
 }
 
-/// A compact histogram of `values` (ns) in power-of-two bins from 1 µs, one line per non-empty
-/// bin with a bar of `#` scaled to the largest bin on a log scale (so that a single outlier
-/// still shows), and the count.
+/// A compact histogram of the values (ns) of `h` in power-of-two bins from 1 µs, one line per
+/// non-empty bin with a bar of `#` scaled to the largest bin on a log scale (so that a single
+/// outlier still shows), and the count. A bucket of `h` goes to the bin of its lowest value.
 pub fn log_histogram(
     w: &mut dyn std::io::Write,
     title: &str,
-    values: &[i64],
+    h: &sandglass::histo::Histogram<u64>,
 ) -> std::io::Result<()> {
     const BINS: usize = 40;
     let mut counts = [0u64; BINS];
-    for &v in values {
-        let us = (v.max(0) as u64) / 1000;
+    for v in h.iter_recorded() {
+        let us = h.lowest_equivalent(v.value_iterated_to()) / 1000;
         let bin = if us == 0 {
             0
         } else {
             (64 - us.leading_zeros()) as usize
         };
-        counts[bin.min(BINS - 1)] += 1;
+        counts[bin.min(BINS - 1)] += v.count_at_value();
     }
     let Some(top) = counts.iter().copied().max().filter(|&m| m > 0) else {
         return Ok(());
@@ -87,7 +87,8 @@ mod tests {
     #[test]
     fn log_histogram_bins_by_powers_of_two() {
         let mut out = Vec::new();
-        log_histogram(&mut out, "t:", &[500, 1_500, 1_900, 3_000, 70_000]).expect("write");
+        let h = sandglass::histo::histogram_of([500, 1_500, 1_900, 3_000, 70_000]);
+        log_histogram(&mut out, "t:", &h).expect("write");
         let text = String::from_utf8(out).expect("utf8");
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], "t:");
@@ -109,7 +110,8 @@ mod tests {
             "{text}"
         );
         let mut empty = Vec::new();
-        log_histogram(&mut empty, "t:", &[]).expect("write");
+        let h = sandglass::histo::histogram_of([]);
+        log_histogram(&mut empty, "t:", &h).expect("write");
         assert!(empty.is_empty());
     }
 }

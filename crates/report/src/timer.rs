@@ -143,10 +143,10 @@ pub fn write(w: &mut dyn Write, r: &TimerResult) -> io::Result<()> {
         r.interval_ns,
         r.timer,
         r.mode,
-        r.duration_ns,
-        Nanos(r.elapsed_ns),
-        r.state.name(),
-        r.end_detail
+        r.run.duration_ns,
+        Nanos(r.run.elapsed_ns),
+        r.run.state.name(),
+        r.run.end_detail
     )?;
     for c in &r.cpus {
         cpu_block(w, c, r)?;
@@ -154,27 +154,28 @@ pub fn write(w: &mut dyn Write, r: &TimerResult) -> io::Result<()> {
     writeln!(
         w,
         "setup: memory {}; /dev/cpu_dma_latency {}",
-        if r.memory_locked {
+        if r.run.memory_locked {
             "locked"
         } else {
             "not locked"
         },
-        r.pm_qos_us
+        r.run
+            .pm_qos_us
             .map(|u| format!("held at {u} us"))
             .unwrap_or_else(|| "not held".into())
     )?;
-    if !r.loads.is_empty() {
+    if !r.run.loads.is_empty() {
         writeln!(
             w,
             "under load; what each load achieved during the measurement:"
         )?;
-        crate::load::write(w, &r.loads)?;
+        crate::load::write(w, &r.run.loads)?;
     }
-    if let Some(c) = &r.causes {
+    if let Some(c) = &r.run.causes {
         crate::causes::write(w, c)?;
     }
-    for warn in &r.warnings {
+    for warn in &r.run.warnings {
         writeln!(w, "warning: {}", warn.message)?;
     }
-    writeln!(w, "run directory: {}", r.run_dir)
+    writeln!(w, "run directory: {}", r.run.run_dir)
 }

@@ -14,11 +14,24 @@
 //! can be aligned with kernel events and timer expiries can be converted to counter values.
 
 use crate::engine::Clock;
-use crate::hourglass::cmdline::CounterChoice;
+use crate::units::round_i64;
 use sandglass_sys::clock::{now_ns, ClockId};
 use sandglass_sys::{counter, sched};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
+
+/// Which clock the gap detector polls, as the user asked (`--counter`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CounterChoice {
+    /// The cycle counter when it is constant and non-stop, otherwise CLOCK_MONOTONIC_RAW.
+    #[default]
+    Auto,
+    /// The cycle counter (TSC or CNTVCT), refused when it is not usable.
+    Tsc,
+    /// `clock_gettime(CLOCK_MONOTONIC_RAW)`.
+    Raw,
+}
 
 /// Which counter a run polled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -263,7 +276,7 @@ impl Calibration {
     /// Ticks for a duration in nanoseconds, rounded to the nearest tick (at least 1 for a
     /// positive duration).
     pub fn ticks_for_ns(&self, ns: u64) -> u64 {
-        let t = (ns as f64 * self.frequency_hz / 1e9).round() as u64;
+        let t = round_i64(ns as f64 * self.frequency_hz / 1e9).max(0) as u64;
         if ns > 0 {
             t.max(1)
         } else {
@@ -271,15 +284,21 @@ impl Calibration {
         }
     }
 
-    /// Nanoseconds for a number of ticks (a duration), rounded.
+    /// Nanoseconds for a number of ticks (a duration), rounded: [`Timebase::duration_ns`] at
+    /// this calibration's rate.
     pub fn ns_for_ticks(&self, ticks: u64) -> u64 {
-        (ticks as f64 * 1e9 / self.frequency_hz).round() as u64
+        self.timebase(0).duration_ns(ticks)
     }
 
     /// Signed nanoseconds from counter value `from` to `to`.
     pub fn ns_between(&self, from: u64, to: u64) -> i64 {
-        let d = to.wrapping_sub(from) as i64;
-        (d as f64 * 1e9 / self.frequency_hz).round() as i64
+        self.timebase(0).signed_ns(to.wrapping_sub(from) as i64)
+    }
+
+    /// The conversion of a run whose time zero is counter value `zero`, at this calibration's
+    /// rate.
+    pub fn timebase(&self, zero: u64) -> Timebase {
+        Timebase::new(zero, self.ns_per_tick())
     }
 
     /// The CLOCK_MONOTONIC time at counter value `c`.
@@ -297,9 +316,115 @@ impl Calibration {
     }
 }
 
+/// The one conversion between counter ticks and nanoseconds in a run.
+///
+/// A duration of `t` ticks is `round(t × ns_per_tick)` nanoseconds, at the rate calibrated before
+/// the run: the measuring threads record their histograms with it and the main thread converts
+/// the stored samples with it, so the two agree to the nanosecond. A point in time is counted
+/// from the run's time zero at the instant rate, which starts as the same rate and is refined
+/// while the run goes ([`Timebase::refine`]) from the anchor taken before the run to the latest
+/// one: its error stays within the anchors' own uncertainty (tens of nanoseconds) however long
+/// the run, where a fixed rate measured over a tenth of a second would drift by milliseconds
+/// over a day.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Timebase {
+    /// The counter value of the run's time zero.
+    pub zero: u64,
+    ns_per_tick: f64,
+    instant_ns_per_tick: f64,
+}
+
+impl Timebase {
+    pub fn new(zero: u64, ns_per_tick: f64) -> Timebase {
+        Timebase {
+            zero,
+            ns_per_tick,
+            instant_ns_per_tick: ns_per_tick,
+        }
+    }
+
+    /// Nanoseconds per tick for durations.
+    pub fn ns_per_tick(&self) -> f64 {
+        self.ns_per_tick
+    }
+
+    /// A duration of `ticks`, in nanoseconds.
+    #[inline(always)]
+    pub fn duration_ns(&self, ticks: u64) -> u64 {
+        round_i64(ticks as f64 * self.ns_per_tick).max(0) as u64
+    }
+
+    /// A signed duration of `ticks`, in nanoseconds.
+    #[inline(always)]
+    pub fn signed_ns(&self, ticks: i64) -> i64 {
+        round_i64(ticks as f64 * self.ns_per_tick)
+    }
+
+    /// Nanoseconds from the run's time zero to counter value `tick` (negative before it).
+    #[inline]
+    pub fn at_ns(&self, tick: u64) -> i64 {
+        round_i64(tick.wrapping_sub(self.zero) as i64 as f64 * self.instant_ns_per_tick)
+    }
+
+    /// Ticks in `ns` nanoseconds, rounded (at least one for a positive duration).
+    pub fn ticks(&self, ns: u64) -> u64 {
+        let t = round_i64(ns as f64 / self.ns_per_tick).max(0) as u64;
+        if ns > 0 {
+            t.max(1)
+        } else {
+            0
+        }
+    }
+
+    /// Refines the instant rate with the span from anchor `first` (before the run) to `latest`.
+    pub fn refine(&mut self, first: &Anchor, latest: &Anchor) {
+        let dc = latest
+            .monotonic_raw
+            .counter
+            .saturating_sub(first.monotonic_raw.counter);
+        let dt = latest
+            .monotonic_raw
+            .clock_ns
+            .saturating_sub(first.monotonic_raw.clock_ns);
+        if dc > 0 && dt > 0 {
+            self.instant_ns_per_tick = dt as f64 / dc as f64;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_timebase_converts_durations_and_instants() {
+        let mut tb = Timebase::new(1_000, 1.0 / 3.0);
+        assert_eq!(tb.duration_ns(3_000), 1_000);
+        assert_eq!(tb.duration_ns(2), 1);
+        assert_eq!(tb.signed_ns(-3_000), -1_000);
+        assert_eq!(tb.at_ns(4_000), 1_000);
+        assert_eq!(tb.at_ns(1), -333);
+        assert_eq!(tb.ticks(1_000), 3_000);
+        assert_eq!(tb.ticks(0), 0);
+        let pair = |counter, clock_ns| ClockPair {
+            counter,
+            clock_ns,
+            width_ticks: 10,
+        };
+        let a = Anchor {
+            monotonic_raw: pair(0, 0),
+            monotonic: pair(0, 0),
+        };
+        // Over the run the counter turns out to run at 2.999 ticks per ns: instants follow,
+        // durations keep the rate the measuring threads used.
+        let b = Anchor {
+            monotonic_raw: pair(2_999_000_000, 1_000_000_000),
+            monotonic: pair(2_999_000_000, 1_000_000_000),
+        };
+        tb.refine(&a, &b);
+        assert_eq!(tb.at_ns(1_000 + 2_999_000), 1_000_000);
+        assert_eq!(tb.duration_ns(3_000), 1_000);
+    }
 
     fn flags(s: &str) -> Vec<String> {
         s.split_whitespace().map(String::from).collect()

@@ -2,9 +2,10 @@
 //! distributions differ, and the gates a CI job acts on.
 //!
 //! The first run is the baseline. For a timer run the distribution is every release's corrected
-//! lateness, all CPUs together (`samples.csv`); for a noise run, every interruption's duration
-//! (`interruptions.csv`). Figures: nearest-rank percentiles of those samples, their maximum, and
-//! the kind's counts. Every figure is one where larger is worse.
+//! lateness, all CPUs together; for a noise run, every interruption's duration. Figures: the
+//! exact nearest-rank percentiles of those samples (the run's histograms say where each lies,
+//! one pass over its samples gives the value), their maximum, and the kind's counts. Every
+//! figure is one where larger is worse.
 //!
 //! **Regression.** A candidate's figure is a regression when it is worse than the baseline's by
 //! more than the tolerance (default 5%) *and* the distributions differ: the two-sided
@@ -18,6 +19,8 @@
 //! codes (the command's): 0 pass, 2 a gate crossed, 1 an error.
 
 use crate::analysis::significance::{bootstrap_percentile_ci, mann_whitney};
+use crate::stats::ExactQuantiles;
+use crate::store::table::{tables, TableReader};
 use crate::store::{ReadError, RunReader};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -50,25 +53,52 @@ pub enum CompareError {
     Empty { run: PathBuf },
 }
 
-/// One run's data.
+/// One run's data: its figures and a thinned sample for the tests.
 #[derive(Clone, Debug)]
 pub struct RunData {
     pub path: PathBuf,
     pub id: String,
     pub kind: String,
-    /// Lateness (timer) or interruption durations (noise), in ns, in time order.
-    pub samples: Vec<i64>,
+    /// Samples: releases (timer) or interruptions (noise), all CPUs together.
+    pub count: u64,
+    /// The exact nearest-rank values of [`PERCENTILES`], in ns, in that order.
+    pub quantiles: Vec<f64>,
     /// Missed releases (timer).
     pub missed: u64,
+    /// Every k-th sample in time order, at most [`TEST_SAMPLES`] of them.
+    pub thinned: Vec<f64>,
 }
 
-/// Reads a timer or noise run, verifying every file it uses.
+impl RunData {
+    /// The data of `samples` (in time order), for tests and callers with samples in memory.
+    pub fn from_samples(path: &Path, kind: &str, samples: &[i64], missed: u64) -> RunData {
+        let mut s = samples.to_vec();
+        s.sort_unstable();
+        let k = samples.len().div_ceil(TEST_SAMPLES).max(1);
+        RunData {
+            path: path.to_path_buf(),
+            id: path.display().to_string(),
+            kind: kind.to_string(),
+            count: samples.len() as u64,
+            quantiles: PERCENTILES
+                .iter()
+                .map(|&(_, q)| crate::stats::quantile_sorted(&s, q).unwrap_or(0) as f64)
+                .collect(),
+            missed,
+            thinned: samples.iter().step_by(k).map(|&x| x as f64).collect(),
+        }
+    }
+}
+
+/// Reads a timer or noise run, verifying every file it uses: the whole-run histograms find
+/// where each percentile lies, and one pass over the run's samples gives the exact values, the
+/// missed releases and the thinned sample (memory does not grow with the run).
 pub fn load(path: &Path) -> Result<RunData, CompareError> {
     let r = RunReader::open(path)?;
     let kind = r.manifest.kind.clone();
-    let (file, column) = match kind.as_str() {
-        "timer" => ("samples.csv", 3),
-        "noise" => ("interruptions.csv", 2),
+    let (table, column) = match kind.as_str() {
+        "timer" => (&tables::TIMER_SAMPLES, "lateness_ns"),
+        "noise" => (&tables::NOISE_INTERRUPTIONS, "duration_ns"),
         _ => {
             return Err(CompareError::Kind {
                 run: path.to_path_buf(),
@@ -76,36 +106,64 @@ pub fn load(path: &Path) -> Result<RunData, CompareError> {
             })
         }
     };
-    let text = r.read_text(file)?;
-    let mut samples = Vec::new();
-    let mut missed = 0u64;
-    for (i, line) in text.lines().enumerate().skip(1) {
-        let cols: Vec<&str> = line.split(',').collect();
-        let bad = |what: &str| CompareError::Data {
-            path: path.join(file),
-            line: i + 1,
-            what: what.to_string(),
-        };
-        let v: i64 = cols
-            .get(column)
-            .and_then(|c| c.trim().parse().ok())
-            .ok_or_else(|| bad("not a number where a time in ns belongs"))?;
-        if kind == "timer" && cols.get(4).map(|c| c.trim()) == Some("1") {
-            missed += 1;
-        }
-        samples.push(v);
-    }
-    if samples.is_empty() {
+    let pooled = crate::store::data::totals(&r)?.pooled();
+    let n = pooled.len();
+    if n == 0 {
         return Err(CompareError::Empty {
             run: path.to_path_buf(),
         });
     }
+    let qs: Vec<f64> = PERCENTILES.iter().map(|p| p.1).collect();
+    let mut exact = ExactQuantiles::new(&[&pooled], &qs);
+    let k = (n as usize).div_ceil(TEST_SAMPLES).max(1);
+    let mut thinned = Vec::with_capacity(TEST_SAMPLES + 1);
+    let (mut seen, mut missed) = (0usize, 0u64);
+    let t = TableReader::open(&r, table).ok_or_else(|| CompareError::Empty {
+        run: path.to_path_buf(),
+    })?;
+    let timer = kind == "timer";
+    let columns: &[&str] = if timer {
+        &[column, "missed"]
+    } else {
+        &[column]
+    };
+    t.scan::<ReadError>(columns, |b| {
+        let v = b.i64s(column)?;
+        let m = if timer {
+            Some(b.bools("missed")?)
+        } else {
+            None
+        };
+        for (i, &x) in v.iter().enumerate() {
+            if seen % k == 0 {
+                thinned.push(x as f64);
+            }
+            seen += 1;
+            exact.add(0, x);
+            if m.is_some_and(|m| m[i]) {
+                missed += 1;
+            }
+        }
+        Ok(())
+    })?;
+    let got = exact.finish();
+    // A store that misses samples (the main thread fell behind) gives the histograms' values.
+    let quantiles = qs
+        .iter()
+        .enumerate()
+        .map(|(i, &q)| match got[0].get(i).copied().flatten() {
+            Some(v) if seen as u64 == n => v as f64,
+            _ => pooled.value_at_quantile(q) as f64,
+        })
+        .collect();
     Ok(RunData {
         path: path.to_path_buf(),
         id: r.manifest.id.clone(),
         kind,
-        samples,
+        count: n,
+        quantiles,
         missed,
+        thinned,
     })
 }
 
@@ -130,32 +188,22 @@ pub struct Figures {
 }
 
 fn figures(d: &RunData) -> Figures {
-    let mut s = d.samples.clone();
-    s.sort_unstable();
     let mut values: Vec<(String, f64)> = PERCENTILES
         .iter()
-        .map(|&(name, q)| {
-            let v = crate::stats::quantile_sorted(&s, q).unwrap_or(0);
-            (name.to_string(), v as f64)
-        })
+        .zip(&d.quantiles)
+        .map(|(&(name, _), &v)| (name.to_string(), v))
         .collect();
     if d.kind == "timer" {
         values.push(("missed".into(), d.missed as f64));
     } else {
-        values.push(("count".into(), s.len() as f64));
+        values.push(("count".into(), d.count as f64));
     }
     Figures {
         run: d.id.clone(),
         path: d.path.display().to_string(),
-        samples: s.len(),
+        samples: d.count as usize,
         values,
     }
-}
-
-/// Every k-th sample, so that at most [`TEST_SAMPLES`] remain.
-fn thinned(v: &[i64]) -> Vec<f64> {
-    let k = v.len().div_ceil(TEST_SAMPLES).max(1);
-    v.iter().step_by(k).map(|&x| x as f64).collect()
 }
 
 /// One figure of one candidate against the baseline.
@@ -256,12 +304,12 @@ pub fn compare(runs: &[RunData], o: &Options) -> Result<Report, CompareError> {
     let figures: Vec<Figures> = runs.iter().map(figures).collect();
     let mut comparisons = Vec::new();
     if runs.len() > 1 {
-        let base = thinned(&runs[0].samples);
-        let base_ci = ci99(&base);
+        let base = &runs[0].thinned;
+        let base_ci = ci99(base);
         for (r, f) in runs.iter().zip(&figures).skip(1) {
-            let cand = thinned(&r.samples);
-            let p = mann_whitney(&cand, &base).ok().map(|m| m.p);
-            let ci = ci99(&cand);
+            let cand = &r.thinned;
+            let p = mann_whitney(cand, base).ok().map(|m| m.p);
+            let ci = ci99(cand);
             let apart = matches!((base_ci, ci), (Some(b), Some(c)) if c.0 > b.1);
             let differs = p.is_some_and(|p| p < o.alpha) || apart;
             let changes = f
@@ -410,19 +458,13 @@ mod tests {
     /// `scale` (2.0: every percentile twice as late).
     fn run(seed: u64, n: usize, scale: f64) -> RunData {
         let mut r = SplitMix64::new(seed);
-        let samples = (0..n)
+        let samples: Vec<i64> = (0..n)
             .map(|_| {
                 let u = (r.below(1_000_000) as f64 + 0.5) / 1e6;
                 (20_000.0 * (1.0 / (1.0 - u)).powf(0.5) * scale) as i64
             })
             .collect();
-        RunData {
-            path: PathBuf::from(format!("run{seed}")),
-            id: format!("run{seed}"),
-            kind: "timer".into(),
-            samples,
-            missed: 0,
-        }
+        RunData::from_samples(Path::new(&format!("run{seed}")), "timer", &samples, 0)
     }
 
     fn change<'a>(c: &'a Comparison, f: &str) -> &'a Change {

@@ -6,11 +6,14 @@
 //! to it, so it lies between the exact sample and 0.1% above it (three significant digits).
 
 use crate::engine::record::new_histogram;
+use crate::store::append::AppendFile;
+use crate::store::{FileEntry, StoreError};
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use hdrhistogram::serialization::V2DeflateSerializer;
-use hdrhistogram::Histogram;
+pub use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
 
 /// The percentiles sandglass reports for a distribution of nanoseconds.
 pub const QUANTILES: [(f64, &str); 7] = [
@@ -186,9 +189,11 @@ pub struct LogEntry<'a> {
 
 /// Writes `entries` in HdrHistogram's interval-log format (V2, compressed), readable by
 /// HdrHistogram's `HistogramLogProcessor` and every HdrHistogram implementation. Values are
-/// nanoseconds.
+/// nanoseconds; with `start`, the log's `StartTime` and `BaseTime` headers place the entries'
+/// times (seconds from the run's start) on the wall clock.
 pub fn write_interval_log(
     comments: &[String],
+    start: Option<SystemTime>,
     entries: &[LogEntry<'_>],
 ) -> std::io::Result<Vec<u8>> {
     let mut buf = Vec::new();
@@ -196,6 +201,9 @@ pub fn write_interval_log(
     let mut builder = IntervalLogWriterBuilder::new();
     for c in comments {
         builder.add_comment(c);
+    }
+    if let Some(t) = start {
+        builder.with_start_time(t).with_base_time(t);
     }
     let mut w = builder
         .begin_log_with(&mut buf, &mut serializer)
@@ -212,6 +220,134 @@ pub fn write_interval_log(
     }
     drop(w);
     Ok(buf)
+}
+
+/// An interval log written as the run goes: one entry per CPU and closed second, appended and
+/// handed to the kernel as each second closes, so the memory it needs does not grow and a run
+/// that ends abruptly keeps every second it closed.
+pub struct IntervalLog {
+    path: PathBuf,
+    file: AppendFile,
+    serializer: V2DeflateSerializer,
+}
+
+impl IntervalLog {
+    /// Creates the log `name` in `dir` and writes its headers: `comments`, then `StartTime`
+    /// and `BaseTime` (the run's time zero on the wall clock).
+    pub fn create(
+        dir: &Path,
+        name: &str,
+        format: &'static str,
+        description: &'static str,
+        comments: &[String],
+        start: SystemTime,
+    ) -> Result<IntervalLog, StoreError> {
+        let mut log = IntervalLog {
+            path: dir.join(name),
+            file: AppendFile::create(dir, name, format, description)?,
+            serializer: V2DeflateSerializer::new(),
+        };
+        let mut b = IntervalLogWriterBuilder::new();
+        for c in comments {
+            b.add_comment(c);
+        }
+        b.with_start_time(start).with_base_time(start);
+        let path = dir.join(name);
+        b.begin_log_with(&mut log.file, &mut log.serializer)
+            .map_err(|source| StoreError::Write { path, source })?;
+        Ok(log)
+    }
+
+    /// Appends the histogram `h` of `[start_s, start_s + duration_s)` tagged `tag`.
+    pub fn write(
+        &mut self,
+        tag: &str,
+        start_s: f64,
+        duration_s: f64,
+        h: &Histogram<u64>,
+    ) -> Result<(), StoreError> {
+        let path = &self.path;
+        let mut w = IntervalLogWriterBuilder::new()
+            .begin_log_with(&mut self.file, &mut self.serializer)
+            .map_err(|source| StoreError::Write {
+                path: path.clone(),
+                source,
+            })?;
+        w.write_histogram(
+            h,
+            Duration::from_secs_f64(start_s.max(0.0)),
+            Duration::from_secs_f64(duration_s.max(0.0)),
+            Tag::new(tag),
+        )
+        .map_err(|e| StoreError::Write {
+            path: path.clone(),
+            source: std::io::Error::other(e.to_string()),
+        })
+    }
+
+    /// Hands what was written to the kernel.
+    pub fn flush(&mut self) -> Result<(), StoreError> {
+        self.file.flush()
+    }
+
+    pub fn finish(self) -> Result<FileEntry, StoreError> {
+        self.file.finish()
+    }
+}
+
+/// One histogram read back from an interval log.
+pub struct ReadEntry {
+    pub tag: Option<String>,
+    pub start_s: f64,
+    pub duration_s: f64,
+    pub histogram: Histogram<u64>,
+}
+
+/// An interval log entry that does not decode.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("interval log entry {entry}: {detail}")]
+pub struct LogError {
+    pub entry: usize,
+    pub detail: String,
+}
+
+/// The entries of interval log `bytes` whose tag `keep` accepts, decoded; an entry that does not
+/// decode is an error naming it.
+pub fn read_interval_log(
+    bytes: &[u8],
+    keep: impl Fn(Option<&str>) -> bool,
+) -> Result<Vec<ReadEntry>, LogError> {
+    use base64::Engine as _;
+    use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry as Parsed};
+    use hdrhistogram::serialization::Deserializer;
+    let mut de = Deserializer::new();
+    let mut out = Vec::new();
+    for (k, e) in IntervalLogIterator::new(bytes).enumerate() {
+        let err = |detail: String| LogError {
+            entry: k + 1,
+            detail,
+        };
+        let Parsed::Interval(i) = e.map_err(|e| err(format!("{e:?}")))? else {
+            continue;
+        };
+        let tag = i.tag().map(|t| t.as_str());
+        if !keep(tag) {
+            continue;
+        }
+        let raw = base64::engine::general_purpose::STANDARD
+            .decode(i.encoded_histogram())
+            .map_err(|e| err(e.to_string()))?;
+        let histogram: Histogram<u64> = de
+            .deserialize(&mut &raw[..])
+            .map_err(|e| err(format!("{e:?}")))?;
+        out.push(ReadEntry {
+            tag: tag.map(str::to_string),
+            start_s: i.start_timestamp().as_secs_f64(),
+            duration_s: i.duration().as_secs_f64(),
+            histogram,
+        });
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -251,6 +387,7 @@ mod tests {
         let b = histogram_of([50_000u64]);
         let bytes = write_interval_log(
             &["sandglass timer".to_string()],
+            None,
             &[
                 LogEntry {
                     tag: "cpu1".into(),
@@ -280,6 +417,48 @@ mod tests {
             }
         }
         assert_eq!(total, 4);
+        let back = read_interval_log(&bytes, |t| t == Some("cpu1")).expect("read");
+        assert_eq!(back.len(), 2);
+        assert_eq!(back[1].histogram.len(), 1);
+        assert_eq!(back[1].start_s, 1.0);
+    }
+
+    #[test]
+    fn a_streamed_log_has_its_place_in_time() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let mut log = IntervalLog::create(
+            tmp.path(),
+            "h.hlog",
+            "hdrhistogram-interval-log/1.3",
+            "test",
+            &["sandglass".to_string()],
+            start,
+        )
+        .expect("create");
+        for s in 0..3 {
+            log.write("cpu1", s as f64, 1.0, &histogram_of([1000u64 * (s + 1)]))
+                .expect("write");
+        }
+        let e = log.finish().expect("finish");
+        let bytes = std::fs::read(tmp.path().join("h.hlog")).expect("read");
+        assert_eq!(e.bytes, bytes.len() as u64);
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(
+            text.contains("#[StartTime: 1700000000.000 (seconds since epoch)]"),
+            "{text}"
+        );
+        assert!(
+            text.contains("#[BaseTime: 1700000000.000 (seconds since epoch)]"),
+            "{text}"
+        );
+        let back = read_interval_log(&bytes, |_| true).expect("read");
+        assert_eq!(back.len(), 3);
+        assert_eq!(back[2].histogram.max(), h_max(3000));
+    }
+
+    fn h_max(v: u64) -> u64 {
+        histogram_of([v]).max()
     }
 
     fn base64_decode(s: &str) -> Vec<u8> {

@@ -5,9 +5,13 @@
 //! jitter, and a measured execution time as a task's C.
 
 use crate::analysis::distribution::Distribution;
-use crate::store::RunReader;
+use crate::engine::record::new_histogram;
+use crate::store::table::{tables, TableReader};
+use crate::store::{ReadError, RunReader};
 use crate::units::Nanos;
+use hdrhistogram::Histogram;
 use std::path::{Path, PathBuf};
+use thiserror::Error;
 
 /// A latency distribution with the rate at which it was sampled.
 #[derive(Clone, Debug)]
@@ -52,25 +56,6 @@ pub fn parse_run_at(spec: &str) -> Result<(PathBuf, f64, Option<usize>), String>
     Ok((PathBuf::from(run), parse_quantile(pct)?, select))
 }
 
-fn csv_rows(text: &str) -> impl Iterator<Item = (usize, Vec<&str>)> {
-    text.lines()
-        .enumerate()
-        .skip(1)
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| (i + 1, l.split(',').collect()))
-}
-
-fn field<T: std::str::FromStr>(
-    row: &[&str],
-    i: usize,
-    file: &Path,
-    line: usize,
-) -> Result<T, String> {
-    row.get(i)
-        .and_then(|v| v.trim().parse().ok())
-        .ok_or_else(|| format!("{}:{line}: malformed row", file.display()))
-}
-
 fn choose(
     available: &[usize],
     select: Option<usize>,
@@ -101,135 +86,175 @@ fn list(v: &[usize]) -> String {
         .join(", ")
 }
 
-/// The latency distribution of a run: the corrected lateness of one CPU of a `timer` run, or
-/// the lateness of one LAT thread of an `hourglass` run. `select` chooses the CPU or thread
-/// when the run has several.
-pub fn latency_from_run(path: &Path, select: Option<usize>) -> Result<Latency, String> {
-    let r = RunReader::open(path).map_err(|e| e.to_string())?;
+/// A run's data that cannot serve as an analysis input.
+#[derive(Debug, Error)]
+pub enum InputError {
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    #[error("{0}")]
+    Unusable(String),
+}
+
+fn unusable(s: String) -> InputError {
+    InputError::Unusable(s)
+}
+
+/// The latency distribution of a run: the corrected lateness of one CPU of a `timer` run (its
+/// whole-run histogram, three significant digits), or the lateness of one LAT thread of an
+/// `hourglass` run. `select` chooses the CPU or thread when the run has several.
+pub fn latency_from_run(path: &Path, select: Option<usize>) -> Result<Latency, InputError> {
+    let r = RunReader::open(path)?;
     let summary: serde_json::Value =
-        r.read("summary.json")
-            .map_err(|e| e.to_string())
-            .and_then(|b| {
-                serde_json::from_slice(&b)
-                    .map_err(|e| format!("{}: summary.json is not valid JSON: {e}", path.display()))
-            })?;
+        serde_json::from_slice(&r.read("summary.json")?).map_err(|e| {
+            unusable(format!(
+                "{}: summary.json is not valid JSON: {e}",
+                path.display()
+            ))
+        })?;
     match r.manifest.kind.as_str() {
         "timer" => {
-            let text = r.read_text("samples.csv").map_err(|e| e.to_string())?;
-            let file = path.join("samples.csv");
-            let mut rows = Vec::new();
-            for (line, row) in csv_rows(&text) {
-                let cpu: usize = field(&row, 0, &file, line)?;
-                let late: i64 = field(&row, 3, &file, line)?;
-                rows.push((cpu, late));
-            }
-            let mut cpus: Vec<usize> = rows.iter().map(|r| r.0).collect();
-            cpus.sort_unstable();
-            cpus.dedup();
-            let cpu = choose(&cpus, select, "CPU", path)?;
-            let samples: Vec<i64> = rows.iter().filter(|r| r.0 == cpu).map(|r| r.1).collect();
+            let totals = crate::store::data::totals(&r)?;
+            let cpus: Vec<usize> = totals.cpus.keys().copied().collect();
+            let cpu = choose(&cpus, select, "CPU", path).map_err(unusable)?;
+            let h = &totals.cpus[&cpu].main;
             let interval = summary["interval_ns"].as_u64().unwrap_or(0);
             if interval == 0 {
-                return Err(format!("{}: summary.json has no interval_ns", path.display()));
+                return Err(unusable(format!(
+                    "{}: summary.json has no interval_ns",
+                    path.display()
+                )));
             }
             Ok(Latency {
-                distribution: Distribution::from_samples(&samples),
+                distribution: Distribution::from_histogram(h),
                 rate_hz: 1e9 / interval as f64,
                 description: format!(
-                    "corrected lateness of CPU {cpu} in timer run {} ({} releases)",
+                    "corrected lateness of CPU {cpu} in timer run {} ({} releases, three significant digits)",
                     r.manifest.id,
-                    samples.len()
+                    h.len()
                 ),
             })
         }
         "hourglass" => {
-            if !r.has("latency.csv") {
-                return Err(format!(
+            let Some(t) = TableReader::open(&r, &tables::LATENCY) else {
+                return Err(unusable(format!(
                     "{}: this hourglass run has no LAT thread, so no latency samples",
                     path.display()
-                ));
-            }
-            let text = r.read_text("latency.csv").map_err(|e| e.to_string())?;
-            let file = path.join("latency.csv");
-            let mut rows = Vec::new();
-            for (line, row) in csv_rows(&text) {
-                let thread: usize = field(&row, 0, &file, line)?;
-                let late: i64 = field(&row, 2, &file, line)?;
-                rows.push((thread, late));
-            }
-            let mut threads: Vec<usize> = rows.iter().map(|r| r.0).collect();
-            threads.sort_unstable();
-            threads.dedup();
-            let t = choose(&threads, select, "thread", path)?;
-            let samples: Vec<i64> = rows.iter().filter(|r| r.0 == t).map(|r| r.1).collect();
-            let active = summary["threads"][t]["active_ns"].as_u64().unwrap_or(0);
+                )));
+            };
+            let mut per: std::collections::BTreeMap<usize, Histogram<u64>> = Default::default();
+            t.scan::<ReadError>(&["thread", "lateness_ns"], |b| {
+                let (th, late) = (b.i32s("thread")?, b.i64s("lateness_ns")?);
+                for i in 0..b.len() {
+                    per.entry(th[i] as usize)
+                        .or_insert_with(new_histogram)
+                        .saturating_record(late[i].max(0) as u64);
+                }
+                Ok(())
+            })?;
+            let threads: Vec<usize> = per.keys().copied().collect();
+            let th = choose(&threads, select, "thread", path).map_err(unusable)?;
+            let h = &per[&th];
+            let active = summary["threads"][th]["active_ns"].as_u64().unwrap_or(0);
             if active == 0 {
-                return Err(format!("{}: summary.json has no active time for thread {t}", path.display()));
+                return Err(unusable(format!(
+                    "{}: summary.json has no active time for thread {th}",
+                    path.display()
+                )));
             }
             Ok(Latency {
-                rate_hz: samples.len() as f64 * 1e9 / active as f64,
-                distribution: Distribution::from_samples(&samples),
+                rate_hz: h.len() as f64 * 1e9 / active as f64,
+                distribution: Distribution::from_histogram(h),
                 description: format!(
-                    "lateness of LAT thread {t} in hourglass run {} ({} wakeups)",
+                    "lateness of LAT thread {th} in hourglass run {} ({} wakeups, three significant digits)",
                     r.manifest.id,
-                    samples.len()
+                    h.len()
                 ),
             })
         }
-        other => Err(format!(
+        other => Err(unusable(format!(
             "{}: a {other} run has no latency samples; give a timer run or an hourglass run with a LAT thread",
             path.display()
-        )),
+        ))),
     }
 }
 
 /// The execution time of the jobs of PERIODIC thread `thread` of an hourglass run at quantile
 /// `q`: from each job's first run to its completion, over the jobs that completed (a pseudo
-/// worst-case C).
+/// worst-case C), exact (the jobs stream twice).
 pub fn execution_time_from_run(
     path: &Path,
     thread: Option<usize>,
     q: f64,
-) -> Result<(Nanos, String), String> {
-    let r = RunReader::open(path).map_err(|e| e.to_string())?;
-    if r.manifest.kind != "hourglass" || !r.has("jobs.csv") {
-        return Err(format!(
-            "{}: execution times come from an hourglass run with a PERIODIC thread (its jobs.csv)",
-            path.display()
-        ));
-    }
-    let text = r.read_text("jobs.csv").map_err(|e| e.to_string())?;
-    let file = path.join("jobs.csv");
-    let mut rows = Vec::new();
-    for (line, row) in csv_rows(&text) {
-        let t: usize = field(&row, 0, &file, line)?;
-        let first: i64 = field(&row, 4, &file, line)?;
-        let end: i64 = field(&row, 5, &file, line)?;
-        let hit = row.get(7).map(|s| s.trim() == "hit").unwrap_or(false);
-        rows.push((t, end - first, hit));
-    }
-    let mut threads: Vec<usize> = rows.iter().map(|r| r.0).collect();
-    threads.sort_unstable();
-    threads.dedup();
-    let t = choose(&threads, thread, "thread", path)?;
-    let mut times: Vec<i64> = rows
-        .iter()
-        .filter(|r| r.0 == t && r.2)
-        .map(|r| r.1.max(0))
-        .collect();
-    times.sort_unstable();
-    let v = crate::stats::quantile_sorted(&times, q).ok_or_else(|| {
-        format!(
-            "{}: thread {t} completed no job, so it has no execution time",
-            path.display()
-        )
+) -> Result<(Nanos, String), InputError> {
+    let r = RunReader::open(path)?;
+    let t = match (
+        r.manifest.kind.as_str(),
+        TableReader::open(&r, &tables::JOBS),
+    ) {
+        ("hourglass", Some(t)) => t,
+        _ => {
+            return Err(unusable(format!(
+                "{}: execution times come from an hourglass run with a PERIODIC thread (its jobs)",
+                path.display()
+            )))
+        }
+    };
+    let cols = ["thread", "first_run_ns", "end_ns", "outcome"];
+    let mut per: std::collections::BTreeMap<usize, Histogram<u64>> = Default::default();
+    let each =
+        |b: &crate::store::table::Batch, f: &mut dyn FnMut(usize, i64)| -> Result<(), ReadError> {
+            let (th, first, end) = (
+                b.i32s("thread")?,
+                b.i64s("first_run_ns")?,
+                b.i64s("end_ns")?,
+            );
+            let outcome = b.texts("outcome")?;
+            for i in 0..b.len() {
+                if outcome[i].data() == b"hit" {
+                    f(th[i] as usize, (end[i] - first[i]).max(0));
+                }
+            }
+            Ok(())
+        };
+    t.scan::<ReadError>(&cols, |b| {
+        each(b, &mut |th, v| {
+            per.entry(th)
+                .or_insert_with(new_histogram)
+                .saturating_record(v as u64)
+        })
     })?;
+    let mut threads: Vec<usize> = per.keys().copied().collect();
+    if threads.is_empty() {
+        // Jobs that all missed: the thread exists but completed nothing.
+        t.scan::<ReadError>(&["thread"], |b| {
+            threads.extend(b.i32s("thread")?.iter().map(|&x| x as usize));
+            Ok(())
+        })?;
+        threads.sort_unstable();
+        threads.dedup();
+    }
+    let th = choose(&threads, thread, "thread", path).map_err(unusable)?;
+    let Some(h) = per.get(&th) else {
+        return Err(unusable(format!(
+            "{}: thread {th} completed no job, so it has no execution time",
+            path.display()
+        )));
+    };
+    let mut exact = crate::stats::ExactQuantiles::new(&[h], &[q]);
+    t.scan::<ReadError>(&cols, |b| {
+        each(b, &mut |x, v| {
+            if x == th {
+                exact.add(0, v)
+            }
+        })
+    })?;
+    let v = exact.finish()[0][0].unwrap_or(h.value_at_quantile(q) as i64);
     Ok((
-        Nanos(v as u64),
+        Nanos(v.max(0) as u64),
         format!(
-            "execution time of PERIODIC thread {t} in hourglass run {} ({} completed jobs)",
+            "execution time of PERIODIC thread {th} in hourglass run {} ({} completed jobs)",
             r.manifest.id,
-            times.len()
+            h.len()
         ),
     ))
 }

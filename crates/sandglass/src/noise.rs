@@ -11,19 +11,25 @@
 //! percentiles and a histogram of durations, and a per-second timeline. An optional workload
 //! between polls (oslat's memmove) models a polling application that touches memory.
 
-use crate::analysis::trace::Interval;
+use crate::causes::spikes::{self, SpikeLog};
+use crate::causes::trains::Spike;
+use crate::clock::CounterChoice;
 use crate::cpulist::CpuList;
-use crate::histo::{self, Bin, Percentiles};
-use crate::hourglass::cmdline::{CounterChoice, HourglassSpec, ThreadSpec};
-use crate::load::LoadReport;
+use crate::engine::Record;
+use crate::histo::{self, Bin, IntervalLog, Percentiles};
 use crate::model::{TimerKind, Workload};
+use crate::plan::{LoadPlan, RunPlan, Threshold};
 use crate::policy::Policy;
-use crate::runner::{self, Job, LoadPlan, Measured, Observer, RunContext, RunError};
-use crate::store::{RunState, StoreError};
+use crate::result::{self, RunHeader};
+use crate::runner::{
+    self, Measured, Observer, RunContext, RunError, Sink, SinkSetup, SpikeAt, Timebase,
+};
+use crate::store::table::{tables, Limits, TableWriter};
+use crate::store::{FileEntry, StoreError};
+use crate::timer::ConfigError;
 use crate::units::Nanos;
 use crate::warning::{Warning, WarningKind};
 use serde::{Deserialize, Serialize};
-use std::fmt::Write as _;
 use std::path::PathBuf;
 
 /// What to measure.
@@ -55,16 +61,29 @@ pub struct NoiseConfig {
     pub trace: Option<crate::causes::tracefs::TraceOptions>,
     /// Stop, or act, at the first delay above a threshold (`--stop-above`, `--on-threshold`).
     #[serde(default)]
-    pub threshold: Option<crate::runner::Threshold>,
+    pub threshold: Option<Threshold>,
+}
+
+/// A noise configuration or workload that cannot run, named by its option with the fix.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NoiseError {
+    #[error("--workload {0}: use memmove:SIZE, for example memmove:4K or memmove:1M (or none)")]
+    Workload(String),
+    #[error("--workload {0}: the size must be from 1 byte to 1G")]
+    WorkloadSize(String),
+    #[error("-d must be longer than zero")]
+    ZeroDuration,
+    #[error("-P d:...: SCHED_DEADLINE threads cannot be pinned to one CPU")]
+    Deadline,
+    #[error("-T must be longer than zero")]
+    ZeroThreshold,
+    #[error(transparent)]
+    Cpus(#[from] ConfigError),
 }
 
 /// Parses `memmove:SIZE` (SIZE in bytes, or with K, M suffixes as oslat's `-m`).
-pub fn parse_workload(text: &str) -> Result<usize, String> {
-    let err = || {
-        format!(
-            "--workload {text}: use memmove:SIZE, for example memmove:4K or memmove:1M (or none)"
-        )
-    };
+pub fn parse_workload(text: &str) -> Result<usize, NoiseError> {
+    let err = || NoiseError::Workload(text.to_string());
     if text == "none" {
         return Ok(0);
     }
@@ -78,108 +97,59 @@ pub fn parse_workload(text: &str) -> Result<usize, String> {
     let n: usize = digits.parse().map_err(|_| err())?;
     let bytes = n.checked_mul(mult).ok_or_else(err)?;
     if bytes == 0 || bytes > 1 << 30 {
-        return Err(format!(
-            "--workload {text}: the size must be from 1 byte to 1G"
-        ));
+        return Err(NoiseError::WorkloadSize(text.to_string()));
     }
     Ok(bytes)
 }
 
 /// Checks a configuration that the command line cannot check by itself.
-pub fn validate(c: &NoiseConfig) -> Result<(), String> {
+pub fn validate(c: &NoiseConfig) -> Result<(), NoiseError> {
     if c.duration_ns.0 == 0 {
-        return Err("-d must be longer than zero".into());
+        return Err(NoiseError::ZeroDuration);
     }
     if c.policy.is_deadline() {
-        return Err("-P d:...: SCHED_DEADLINE threads cannot be pinned to one CPU".into());
+        return Err(NoiseError::Deadline);
     }
-    if let Some(t) = c.threshold_ns {
-        if t.0 == 0 {
-            return Err("-T must be longer than zero".into());
-        }
+    if c.threshold_ns.is_some_and(|t| t.0 == 0) {
+        return Err(NoiseError::ZeroThreshold);
     }
     Ok(())
 }
 
-/// The CPUs to measure (as for the timer).
-pub fn measured_cpus(c: &NoiseConfig, allowed: &[usize]) -> Result<Vec<usize>, String> {
-    let t = crate::timer::TimerConfig {
-        cpus: c.cpus.clone(),
-        policy: c.policy,
-        interval_ns: Nanos(1),
-        duration_ns: c.duration_ns,
-        timer: TimerKind::Hr,
-        resync: false,
-        thresholds_ns: Vec::new(),
-        interval_bin_ns: Nanos(1),
-        main_cpu: c.main_cpu,
-        cpu_dma_latency_us: None,
-        output_dir: None,
-        counter: c.counter,
-        loads: LoadPlan::default(),
-        sample_hz: 0,
-        trace: None,
-        threshold: None,
-    };
-    crate::timer::measured_cpus(&t, allowed)
+/// Records the polling threads' rings hold together unless told otherwise: two seconds of
+/// 5 000 interruptions per second per CPU, at least 100 000.
+fn default_records(cpus: usize) -> usize {
+    (10_000 * cpus).max(100_000)
 }
 
-/// The set of measuring threads: one CPU-bound polling thread pinned to each CPU.
-pub fn spec(c: &NoiseConfig, cpus: &[usize]) -> HourglassSpec {
-    let threads = cpus
-        .iter()
-        .enumerate()
-        .map(|(index, &cpu)| ThreadSpec {
-            index,
-            priority_text: c.policy.to_string(),
-            policy: c.policy,
-            reservation: None,
-            workload: Workload::Cpu,
-            timer: TimerKind::Hr,
-            start_ns: Nanos::ZERO,
-            finish_ns: c.duration_ns,
-            affinity: CpuList::from_cpus([cpu]),
-        })
-        .collect();
-    // Room for 5 000 interruptions per second per CPU, between 100 000 and 8 M records.
-    let records = c.records.unwrap_or_else(|| {
-        let per_s = 5_000u64 * cpus.len() as u64;
-        ((c.duration_ns.0 / 1_000_000_000 + 1) * per_s).clamp(100_000, 8_000_000) as usize
-    });
-    HourglassSpec {
-        threads,
+/// The run plan of `c`: one CPU-bound polling thread pinned to each CPU of `cpus`.
+pub fn plan(c: &NoiseConfig, cpus: &[usize]) -> RunPlan {
+    RunPlan {
+        kind: "noise".into(),
+        threads: crate::timer::pinned_threads(
+            cpus,
+            c.policy,
+            Workload::Cpu,
+            TimerKind::Hr,
+            c.duration_ns,
+        ),
         duration_ns: c.duration_ns,
-        raw_cycles: false,
-        records,
         gap_ns: c.threshold_ns,
         gap_histogram: false,
-        suppress_trace: true,
-        output_dir: c.output_dir.clone(),
+        gap_stats: true,
+        memmove_bytes: c.memmove_bytes,
+        ring_records: c.records.unwrap_or_else(|| default_records(cpus.len())),
+        counter: c.counter,
         main_cpu: c.main_cpu,
         allow_rt_busy: c.allow_rt_busy,
-        counter: c.counter,
         cpu_dma_latency_us: c.cpu_dma_latency_us,
         loads: c.loads.clone(),
-        trace: None,
+        sample_hz: c.sample_hz,
+        trace: c.trace,
+        threshold: c.threshold.clone(),
+        output_dir: c.output_dir.clone(),
+        config: serde_json::to_value(c).unwrap_or_default(),
     }
-}
-
-/// One second of one CPU's noise timeline.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NoiseSecond {
-    pub second: u64,
-    pub interruptions: u64,
-    pub noise_ns: u64,
-    pub max_ns: u64,
-}
-
-/// One interruption.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Interruption {
-    /// When it began, in ns from the run's start (the last read before it).
-    pub start_ns: u64,
-    /// How long the thread did not run (from the last read before to the first read after).
-    pub duration_ns: u64,
 }
 
 /// What one CPU measured.
@@ -201,85 +171,216 @@ pub struct NoiseCpu {
     pub percentiles_ns: Option<Percentiles>,
     /// Interruption durations on a 1-2-5 series.
     pub histogram: Vec<Bin>,
-    /// Interruptions not kept in the list (its buffer was full); the totals include them.
+    /// Interruptions written to the store (`interruptions-*.parquet`).
+    #[serde(default)]
+    pub stored: u64,
+    /// Interruptions the store missed because the main thread fell behind; the totals include
+    /// them.
     pub list_dropped: u64,
     pub loop_iterations: u64,
     pub mean_iteration_ns: Option<f64>,
     pub stopped: bool,
     pub error: Option<String>,
+    /// The whole-run histogram of interruption durations.
     #[serde(skip)]
-    pub list: Vec<Interruption>,
-    #[serde(skip)]
-    pub timeline: Vec<NoiseSecond>,
+    pub hist: Option<hdrhistogram::Histogram<u64>>,
 }
 
 /// The version of the `--json` output (and `summary.json`) described by
 /// `docs/schema/noise.schema.json`.
-pub const JSON_SCHEMA: &str = "sandglass-noise/1";
+pub const JSON_SCHEMA: &str = "sandglass-noise/2";
 
 /// The whole result.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct NoiseResult {
-    /// [`JSON_SCHEMA`]; empty in summaries written before the field existed.
-    #[serde(default)]
-    pub schema: String,
-    pub kind: String,
-    pub run_id: String,
-    pub run_dir: String,
-    pub state: RunState,
-    pub end_detail: String,
-    pub duration_ns: Nanos,
+    #[serde(flatten)]
+    pub run: RunHeader,
     pub threshold_ns: u64,
     pub threshold_source: String,
     pub threshold_explanation: String,
     pub memmove_bytes: usize,
     pub cpus: Vec<NoiseCpu>,
-    pub pm_qos_us: Option<u32>,
-    pub memory_locked: bool,
-    pub warnings: Vec<Warning>,
-    /// What each load achieved during the measurement.
-    #[serde(default)]
-    pub loads: Vec<LoadReport>,
-    /// The spikes' explanation by the sampler and their periodic trains.
-    #[serde(default)]
-    pub causes: Option<crate::causes::Causes>,
 }
 
 /// Interruptions of at least this long are spikes for the explanation.
 pub const SPIKE_NS: u64 = 20_000;
 
-/// The interruptions of one thread from its records: the gaps between consecutive records.
-pub fn interruptions(records: &[Interval], thread: u16) -> Vec<Interruption> {
-    let mut mine: Vec<&Interval> = records.iter().filter(|r| r.thread == thread).collect();
-    mine.sort_by_key(|r| r.start_ns);
-    mine.windows(2)
-        .map(|w| Interruption {
-            start_ns: w[0].end_ns,
-            duration_ns: w[1].start_ns.saturating_sub(w[0].end_ns),
-        })
-        .collect()
+/// One CPU's second under way.
+#[derive(Clone, Copy, Default)]
+struct Second {
+    second: u64,
+    interruptions: u64,
+    noise_ns: u64,
+    max_ns: u64,
 }
 
-/// The per-second timeline of a list of interruptions.
-pub fn noise_timeline(list: &[Interruption]) -> Vec<NoiseSecond> {
-    let mut out: Vec<NoiseSecond> = Vec::new();
-    for i in list {
-        let sec = i.start_ns / 1_000_000_000;
-        if out.last().map(|s| s.second) != Some(sec) {
-            out.push(NoiseSecond {
-                second: sec,
-                interruptions: 0,
-                noise_ns: 0,
-                max_ns: 0,
-            });
+/// Where a noise run's interruptions go as the run goes: every interruption (the gap between
+/// two consecutive records of a polling thread) into `interruptions-*.parquet`, one row per CPU
+/// and second into `timeline-*.parquet`, one histogram per CPU and second into
+/// `histograms.hlog`, and the spikes into a bounded log per CPU.
+pub struct NoiseSink {
+    cpus: Vec<usize>,
+    list: TableWriter,
+    timeline: TableWriter,
+    hlog: IntervalLog,
+    /// Per thread: the end of its last record (counter value).
+    last_end: Vec<Option<u64>>,
+    seconds: Vec<Option<Second>>,
+    /// Per thread: the histogram of the second under way.
+    hists: Vec<hdrhistogram::Histogram<u64>>,
+    /// Per thread: every interruption stored.
+    stored: Vec<hdrhistogram::Histogram<u64>>,
+    rows: Vec<u64>,
+    spikes: Vec<SpikeLog>,
+}
+
+impl NoiseSink {
+    pub fn create(s: &SinkSetup<'_>, cpus: &[usize]) -> Result<NoiseSink, StoreError> {
+        let comments = vec![
+            "sandglass noise: interruption durations in nanoseconds".to_string(),
+            "tags cpuN: one histogram per CPU and second of interruption start".to_string(),
+        ];
+        let keep_all = s.plan.trace.is_some();
+        Ok(NoiseSink {
+            cpus: cpus.to_vec(),
+            list: TableWriter::create(s.dir, &tables::NOISE_INTERRUPTIONS, Limits::default())?,
+            timeline: TableWriter::create(
+                s.dir,
+                &tables::NOISE_TIMELINE,
+                Limits {
+                    row_group_rows: 4096,
+                    ..Limits::default()
+                },
+            )?,
+            hlog: IntervalLog::create(
+                s.dir,
+                "histograms.hlog",
+                crate::store::HLOG_FORMAT,
+                crate::store::HLOG_DESCRIPTION,
+                &comments,
+                s.started,
+            )?,
+            last_end: vec![None; cpus.len()],
+            seconds: vec![None; cpus.len()],
+            hists: cpus
+                .iter()
+                .map(|_| crate::engine::record::new_histogram())
+                .collect(),
+            stored: cpus
+                .iter()
+                .map(|_| crate::engine::record::new_histogram())
+                .collect(),
+            rows: vec![0; cpus.len()],
+            spikes: cpus
+                .iter()
+                .map(|&c| SpikeLog::new(c, SPIKE_NS, spikes::CAPACITY, keep_all))
+                .collect(),
+        })
+    }
+
+    fn close_second(&mut self, i: usize, now_ns: u64) -> Result<(), StoreError> {
+        let Some(s) = self.seconds[i].take() else {
+            return Ok(());
+        };
+        let b = self.timeline.row();
+        b.push_i32(0, self.cpus[i] as i32);
+        b.push_i64(1, s.second as i64);
+        b.push_i64(2, s.interruptions as i64);
+        b.push_i64(3, s.noise_ns as i64);
+        b.push_i64(4, s.max_ns as i64);
+        self.timeline.end_row(now_ns)?;
+        let tag = format!("cpu{}", self.cpus[i]);
+        self.hlog
+            .write(&tag, s.second as f64, 1.0, &self.hists[i])?;
+        self.hists[i].reset();
+        Ok(())
+    }
+
+    /// One interruption of thread `i`.
+    fn interruption(
+        &mut self,
+        i: usize,
+        start_ns: i64,
+        duration_ns: u64,
+    ) -> Result<(), StoreError> {
+        let now = start_ns.max(0) as u64;
+        let b = self.list.row();
+        b.push_i32(0, self.cpus[i] as i32);
+        b.push_i64(1, start_ns);
+        b.push_i64(2, duration_ns as i64);
+        self.list.end_row(now)?;
+        self.rows[i] += 1;
+        let second = now / 1_000_000_000;
+        if self.seconds[i].is_some_and(|s| s.second != second) {
+            self.close_second(i, now)?;
         }
-        if let Some(s) = out.last_mut() {
-            s.interruptions += 1;
-            s.noise_ns += i.duration_ns;
-            s.max_ns = s.max_ns.max(i.duration_ns);
+        let s = self.seconds[i].get_or_insert(Second {
+            second,
+            ..Second::default()
+        });
+        s.interruptions += 1;
+        s.noise_ns += duration_ns;
+        s.max_ns = s.max_ns.max(duration_ns);
+        self.hists[i].saturating_record(duration_ns);
+        self.stored[i].saturating_record(duration_ns);
+        self.spikes[i].sample(start_ns, duration_ns as i64, SPIKE_NS);
+        Ok(())
+    }
+
+    /// Closes every second, the tables and the log; returns the files, the spikes, the rows
+    /// stored per CPU and their histograms.
+    #[allow(clippy::type_complexity)]
+    pub fn finish(
+        mut self,
+        now_ns: u64,
+    ) -> (
+        Result<Vec<FileEntry>, StoreError>,
+        Vec<SpikeLog>,
+        Vec<u64>,
+        Vec<hdrhistogram::Histogram<u64>>,
+    ) {
+        for log in &mut self.spikes {
+            log.finish();
+        }
+        let spikes = std::mem::take(&mut self.spikes);
+        let rows = self.rows.clone();
+        let stored = std::mem::take(&mut self.stored);
+        let closed = (|| {
+            for i in 0..self.seconds.len() {
+                self.close_second(i, now_ns)?;
+            }
+            let mut files = self.list.finish(now_ns)?;
+            files.extend(self.timeline.finish(now_ns)?);
+            files.push(self.hlog.finish()?);
+            Ok(files)
+        })();
+        (closed, spikes, rows, stored)
+    }
+}
+
+impl Sink for NoiseSink {
+    fn records(&mut self, i: usize, batch: &[Record], tb: &Timebase) -> Result<(), StoreError> {
+        for r in batch {
+            if let Some(prev) = self.last_end[i] {
+                let d = tb.duration_ns(r.start.saturating_sub(prev));
+                self.interruption(i, tb.at_ns(prev), d)?;
+            }
+            self.last_end[i] = Some(r.end);
+        }
+        Ok(())
+    }
+
+    fn tick(&mut self, now_ns: u64, _watermark: u64, _tb: &Timebase) -> Result<(), StoreError> {
+        self.list.tick(now_ns)?;
+        self.timeline.tick(now_ns)?;
+        self.hlog.flush()
+    }
+
+    fn spikes(&mut self, out: &mut Vec<SpikeAt>) {
+        for log in &mut self.spikes {
+            log.take_fresh(out);
         }
     }
-    out
 }
 
 /// Runs the noise measurement and writes its run directory.
@@ -288,24 +389,49 @@ pub fn run(
     ctx: &RunContext,
     obs: &mut dyn Observer,
 ) -> Result<NoiseResult, RunError> {
-    validate(config).map_err(RunError::Usage)?;
+    validate(config).map_err(|e| RunError::Usage(e.to_string()))?;
     let allowed = crate::system::allowed_cpus();
-    let cpus = measured_cpus(config, &allowed).map_err(RunError::Usage)?;
-    let spec = spec(config, &cpus);
-    let job = Job {
-        kind: "noise",
-        spec: &spec,
-        config: serde_json::to_value(config).unwrap_or_default(),
-        gap_stats: true,
-        memmove_bytes: config.memmove_bytes,
-        loads: &config.loads,
-        sample_hz: config.sample_hz,
-        trace: config.trace,
-        threshold: config.threshold.clone(),
-    };
-    let mut m = runner::measure(&job, ctx, obs)?;
-    let result = build(config, &cpus, &mut m);
-    write(&m, &result).map_err(|e| {
+    let cpus = crate::timer::measured_cpus(config.cpus.as_ref(), config.main_cpu, &allowed)
+        .map_err(|e| RunError::Usage(e.to_string()))?;
+    let plan = plan(config, &cpus);
+    let (mut m, sink) = runner::measure(&plan, ctx, obs, |s| NoiseSink::create(s, &cpus))?;
+    let (closed, spikes, rows, stored) = sink.finish(m.elapsed_ns());
+    let mut files = result::close_store(&mut m, closed);
+    let mut result = build(config, &cpus, &mut m, &spikes, &rows);
+    if m.state != crate::store::RunState::Incomplete {
+        if let Err(e) = exact_percentiles(m.dir.path(), &files, &stored, &mut result.cpus) {
+            m.warnings.push(Warning::new(
+                WarningKind::RecordsDropped,
+                format!("the stored interruptions could not be read back for exact percentiles ({e}); the percentiles are the histograms' (three significant digits)"),
+            ));
+            result.run.warnings = m.warnings.clone();
+        }
+        let entries: Vec<(String, &hdrhistogram::Histogram<u64>)> = result
+            .cpus
+            .iter()
+            .filter_map(|c| Some((format!("cpu{}-interruptions", c.cpu), c.hist.as_ref()?)))
+            .collect();
+        let comments = vec![
+            "sandglass noise: whole-run histograms of interruption durations, values in ns"
+                .to_string(),
+        ];
+        match result::write_totals(&m, &comments, &entries) {
+            Ok(f) => files.push(f),
+            Err(e) => files = result::close_store(&mut m, Err(e)),
+        }
+    }
+    result.run.state = m.state;
+    result.run.end_detail = m.end_detail.clone();
+    result::save(
+        &m,
+        &result,
+        "sandglass-noise-summary/2",
+        "per-CPU noise share, interruptions per second, longest interruption, percentiles and histogram",
+        result.run.causes.as_ref(),
+        &result.run.warnings,
+        files,
+    )
+    .map_err(|e| {
         RunError::Failed(format!(
             "the run finished but its results could not be saved: {e}"
         ))
@@ -313,112 +439,181 @@ pub fn run(
     Ok(result)
 }
 
-/// Turns what the threads measured into the result.
-pub fn build(config: &NoiseConfig, cpus: &[usize], m: &mut Measured) -> NoiseResult {
-    let cal = m.calibration;
-    let t0 = m.start_tick;
-    let rel = |c: u64| cal.ns_between(t0, c).max(0) as u64;
-    let intervals: Vec<Interval> = m
-        .records
+/// Replaces the percentiles the threads kept at three significant digits by exact ones for each
+/// CPU whose every interruption reached the store, in one pass over the interruptions table.
+fn exact_percentiles(
+    dir: &std::path::Path,
+    files: &[FileEntry],
+    stored: &[hdrhistogram::Histogram<u64>],
+    cpus: &mut [NoiseCpu],
+) -> Result<(), crate::store::ReadError> {
+    use crate::store::table::TableReader;
+    let complete: Vec<bool> = cpus
         .iter()
-        .map(|r| Interval {
-            thread: r.thread,
-            cpu: r.cpu,
-            start_ns: rel(r.start),
-            end_ns: rel(r.end),
-            reason: r.reason,
-        })
+        .zip(stored)
+        .map(|(c, s)| c.list_dropped == 0 && c.interruptions > 0 && s.len() == c.interruptions)
         .collect();
+    if !complete.iter().any(|&c| c) {
+        return Ok(());
+    }
+    let Some(table) = TableReader::of_files(dir, files, &tables::NOISE_INTERRUPTIONS) else {
+        return Ok(());
+    };
+    let qs: Vec<f64> = histo::QUANTILES.iter().map(|q| q.0).collect();
+    let hists: Vec<&hdrhistogram::Histogram<u64>> = stored.iter().collect();
+    let mut quantiles = crate::stats::ExactQuantiles::new(&hists, &qs);
+    let mut moments: Vec<(u64, f64, f64)> = vec![(0, 0.0, 0.0); cpus.len()];
+    let index: std::collections::BTreeMap<i32, usize> = cpus
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (c.cpu as i32, i))
+        .collect();
+    table.scan::<crate::store::ReadError>(&["cpu", "duration_ns"], |b| {
+        let (cpu, dur) = (b.i32s("cpu")?, b.i64s("duration_ns")?);
+        for k in 0..b.len() {
+            let Some(&i) = index.get(&cpu[k]) else {
+                continue;
+            };
+            quantiles.add(i, dur[k]);
+            let (n, mean, m2) = &mut moments[i];
+            *n += 1;
+            let d = dur[k] as f64 - *mean;
+            *mean += d / *n as f64;
+            *m2 += d * (dur[k] as f64 - *mean);
+        }
+        Ok(())
+    })?;
+    let q = quantiles.finish();
+    for (i, c) in cpus.iter_mut().enumerate() {
+        let (n, mean, m2) = moments[i];
+        if !complete[i] || n != c.interruptions {
+            continue;
+        }
+        let at = |k: usize| q[i].get(k).copied().flatten().unwrap_or(0).max(0) as u64;
+        if let Some(p) = c.percentiles_ns.as_mut() {
+            p.mean = mean;
+            p.stddev = if n > 1 {
+                (m2 / (n - 1) as f64).sqrt()
+            } else {
+                0.0
+            };
+            p.p50 = at(0);
+            p.p90 = at(1);
+            p.p99 = at(2);
+            p.p99_9 = at(3);
+            p.p99_99 = at(4);
+            p.p99_999 = at(5);
+            p.p99_9999 = at(6);
+        }
+    }
+    Ok(())
+}
+
+/// One CPU's figures from its thread's report.
+fn cpu_result(
+    m: &Measured,
+    cpu: usize,
+    i: usize,
+    stored: u64,
+    rep: crate::runner::ThreadReport,
+    warnings: &mut Vec<Warning>,
+) -> NoiseCpu {
+    let applied = rep.applied.as_ref();
+    let mut nc = NoiseCpu {
+        cpu,
+        thread: i,
+        tid: rep.tid,
+        policy: applied.and_then(|a| a.effective).map(|p| p.to_string()),
+        downgraded: applied.and_then(|a| a.downgraded.clone()),
+        runtime_ns: 0,
+        noise_ns: 0,
+        noise_share: 0.0,
+        interruptions: 0,
+        interruptions_per_s: 0.0,
+        max_ns: 0,
+        percentiles_ns: None,
+        histogram: Vec::new(),
+        stored,
+        list_dropped: 0,
+        loop_iterations: 0,
+        mean_iteration_ns: None,
+        stopped: false,
+        error: rep.error.clone(),
+        hist: None,
+    };
+    let Some(mut o) = rep.outcome else {
+        warnings.push(Warning::new(
+            WarningKind::ThreadDidNotStop,
+            format!("CPU {cpu}: the polling thread did not stop; its figures are lost"),
+        ));
+        return nc;
+    };
+    let tb = &m.timebase;
+    nc.stopped = o.stopped;
+    nc.runtime_ns = tb.duration_ns(o.last.saturating_sub(o.first));
+    let received = tb.duration_ns(o.received);
+    nc.noise_ns = nc.runtime_ns.saturating_sub(received);
+    if nc.runtime_ns > 0 {
+        nc.noise_share = nc.noise_ns as f64 / nc.runtime_ns as f64;
+    }
+    nc.loop_iterations = o.iterations;
+    if o.iterations > 0 {
+        nc.mean_iteration_ns = Some(received as f64 / o.iterations as f64);
+    }
+    if let Some(g) = o.gaps.take() {
+        nc.interruptions = g.count;
+        nc.max_ns = g.max_ns;
+        nc.percentiles_ns = histo::percentiles(&g.hist, None, Some(g.max_ns as i64));
+        nc.histogram = histo::log_bins(&g.hist);
+        nc.hist = Some(g.hist);
+    }
+    if nc.runtime_ns > 0 {
+        nc.interruptions_per_s = nc.interruptions as f64 * 1e9 / nc.runtime_ns as f64;
+    }
+    nc.list_dropped = nc.interruptions.saturating_sub(nc.stored);
+    if o.dropped > 0 {
+        warnings.push(Warning::new(
+            WarningKind::RecordsDropped,
+            format!("CPU {cpu}: {} execution records did not reach the store because the main thread fell behind (keep its CPU free of other work, or raise -e); the totals, percentiles and histogram include the interruptions, interruptions-*.parquet and the timeline miss {}", o.dropped, nc.list_dropped),
+        ));
+    }
+    nc
+}
+
+/// Turns what the threads measured into the result.
+pub fn build(
+    config: &NoiseConfig,
+    cpus: &[usize],
+    m: &mut Measured,
+    spikes: &[SpikeLog],
+    rows: &[u64],
+) -> NoiseResult {
     let mut warnings = m.warnings.clone();
     let reports = std::mem::take(&mut m.reports);
-    let mut out = Vec::with_capacity(reports.len());
-    for (i, rep) in reports.into_iter().enumerate() {
-        let cpu = cpus.get(i).copied().unwrap_or(0);
-        let applied = rep.applied.as_ref();
-        let mut nc = NoiseCpu {
-            cpu,
-            thread: i,
-            tid: rep.tid,
-            policy: applied.and_then(|a| a.effective).map(|p| p.to_string()),
-            downgraded: applied.and_then(|a| a.downgraded.clone()),
-            runtime_ns: 0,
-            noise_ns: 0,
-            noise_share: 0.0,
-            interruptions: 0,
-            interruptions_per_s: 0.0,
-            max_ns: 0,
-            percentiles_ns: None,
-            histogram: Vec::new(),
-            list_dropped: 0,
-            loop_iterations: 0,
-            mean_iteration_ns: None,
-            stopped: false,
-            error: rep.error.clone(),
-            list: Vec::new(),
-            timeline: Vec::new(),
-        };
-        if let Some(o) = rep.outcome {
-            nc.stopped = o.stopped;
-            nc.runtime_ns = cal.ns_for_ticks(o.last.saturating_sub(o.first));
-            let received = cal.ns_for_ticks(o.received);
-            nc.noise_ns = nc.runtime_ns.saturating_sub(received);
-            if nc.runtime_ns > 0 {
-                nc.noise_share = nc.noise_ns as f64 / nc.runtime_ns as f64;
-            }
-            nc.loop_iterations = o.iterations;
-            if o.iterations > 0 {
-                nc.mean_iteration_ns = Some(received as f64 / o.iterations as f64);
-            }
-            if let Some(g) = &o.gaps {
-                nc.interruptions = g.count;
-                nc.max_ns = g.max_ns;
-                nc.percentiles_ns = histo::percentiles(&g.hist, None, Some(g.max_ns as i64));
-                nc.histogram = histo::log_bins(&g.hist);
-            }
-            if nc.runtime_ns > 0 {
-                nc.interruptions_per_s = nc.interruptions as f64 * 1e9 / nc.runtime_ns as f64;
-            }
-            nc.list = interruptions(&intervals, i as u16);
-            nc.list_dropped = nc.interruptions.saturating_sub(nc.list.len() as u64);
-            nc.timeline = noise_timeline(&nc.list);
-            if nc.list_dropped > 0 {
-                warnings.push(Warning::new(
-                    WarningKind::RecordsDropped,
-                    format!("CPU {cpu}: {} interruptions did not fit the list (raise -e); the totals, percentiles and histogram include them, interruptions.csv and the timeline do not", nc.list_dropped),
-                ));
-            }
-        } else {
-            warnings.push(Warning::new(
-                WarningKind::ThreadDidNotStop,
-                format!("CPU {cpu}: the polling thread did not stop; its figures are lost"),
-            ));
-        }
-        out.push(nc);
-    }
-    // Each CPU's interruptions of at least `threshold` ns, as spikes.
-    let spikes_above = |threshold: u64| -> Vec<(usize, Vec<crate::causes::trains::Spike>)> {
-        out.iter()
-            .map(|c| {
-                let gaps = c
-                    .list
-                    .iter()
-                    .map(|i| (i.start_ns as i64, i.duration_ns as i64));
-                (c.cpu, crate::causes::spikes_of(gaps, threshold))
-            })
-            .collect()
-    };
-    let per_cpu = spikes_above(SPIKE_NS);
+    let out: Vec<NoiseCpu> = reports
+        .into_iter()
+        .enumerate()
+        .map(|(i, rep)| {
+            let cpu = cpus.get(i).copied().unwrap_or(0);
+            let stored = rows.get(i).copied().unwrap_or(0);
+            cpu_result(m, cpu, i, stored, rep, &mut warnings)
+        })
+        .collect();
     let thread_of = |cpu: usize| out.iter().position(|c| c.cpu == cpu);
     let mut causes = crate::causes::analyze(
         m.sampler.as_ref(),
         config.sample_hz,
         SPIKE_NS,
-        &per_cpu,
+        spikes,
         &thread_of,
     );
     if m.kernel.is_some() {
         // With the kernel's events, every interruption is explained, not only the spikes.
-        causes.kernel = crate::causes::attribute_run(m, &spikes_above(0));
+        let all: Vec<(usize, &[Spike])> = spikes
+            .iter()
+            .map(|l| (l.cpu(), l.all().unwrap_or_default()))
+            .collect();
+        causes.kernel = crate::causes::attribute_run(m, &all);
         warnings.extend(
             causes
                 .kernel
@@ -426,79 +621,24 @@ pub fn build(config: &NoiseConfig, cpus: &[usize], m: &mut Measured) -> NoiseRes
                 .and_then(crate::causes::kernel_warning),
         );
     }
+    m.warnings = warnings;
+    let mut run = RunHeader::of(m, JSON_SCHEMA, config.duration_ns);
+    run.causes = Some(causes);
     NoiseResult {
-        schema: JSON_SCHEMA.to_string(),
-        kind: "noise".to_string(),
-        run_id: m.dir.id().to_string(),
-        run_dir: m.dir.path().display().to_string(),
-        state: m.state,
-        end_detail: m.end_detail.clone(),
-        duration_ns: config.duration_ns,
+        run,
         threshold_ns: m.gap.threshold_ns,
         threshold_source: m.gap.source.clone(),
         threshold_explanation: m.gap.explanation.clone(),
         memmove_bytes: config.memmove_bytes,
         cpus: out,
-        pm_qos_us: m.pm_qos_us,
-        memory_locked: m.memory_locked,
-        loads: std::mem::take(&mut m.loads),
-        warnings,
-        causes: Some(causes),
     }
-}
-
-fn write(m: &Measured, r: &NoiseResult) -> Result<(), StoreError> {
-    let dir = &m.dir;
-    let mut files = Vec::new();
-    let summary = serde_json::to_vec_pretty(r).map_err(|source| StoreError::Encode {
-        what: "summary.json".into(),
-        source,
-    })?;
-    files.push(dir.write_file(
-        "summary.json",
-        &summary,
-        "sandglass-noise-summary/1",
-        "per-CPU noise share, interruptions per second, longest interruption, percentiles and histogram",
-    )?);
-    let mut list = String::from("cpu,start_ns,duration_ns\n");
-    let mut timeline = String::from("cpu,second,interruptions,noise_ns,max_ns\n");
-    for c in &r.cpus {
-        for i in &c.list {
-            let _ = writeln!(list, "{},{},{}", c.cpu, i.start_ns, i.duration_ns);
-        }
-        for s in &c.timeline {
-            let _ = writeln!(
-                timeline,
-                "{},{},{},{},{}",
-                c.cpu, s.second, s.interruptions, s.noise_ns, s.max_ns
-            );
-        }
-    }
-    files.push(dir.write_file(
-        "interruptions.csv",
-        list.as_bytes(),
-        "sandglass-interruptions-csv/1",
-        "every interruption: cpu, start in ns from the run's start, duration in ns",
-    )?);
-    files.push(dir.write_file(
-        "timeline.csv",
-        timeline.as_bytes(),
-        "sandglass-noise-timeline-csv/1",
-        "per CPU and second: interruptions, noise in ns, longest interruption in ns",
-    )?);
-    if let Some(rec) = &m.sampler {
-        files.push(crate::causes::write_sampler(dir, rec)?);
-    }
-    if let Some(k) = r.causes.as_ref().and_then(|c| c.kernel.as_ref()) {
-        files.push(crate::causes::write_attribution(dir, k)?);
-    }
-    m.finish(files, &r.warnings)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::engine::EndReason;
+    use crate::store::RunState;
 
     #[test]
     fn workload_spec() {
@@ -512,43 +652,102 @@ mod tests {
         assert!(parse_workload("memmove:99999999999999999999").is_err());
     }
 
+    /// The sink turns consecutive records of each thread into interruptions, per CPU.
     #[test]
     fn interruptions_are_the_gaps_between_a_threads_records() {
-        let iv = |thread, start_ns, end_ns| Interval {
+        use crate::store::table::TableReader;
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = crate::store::RunDir::create(Some(&tmp.path().join("run")), tmp.path(), "noise")
+            .expect("dir");
+        let c = config();
+        let p = plan(&c, &[1, 2]);
+        let placement = crate::plan::place(&p, &[0, 1, 2]).expect("place");
+        let tb = Timebase::new(0, 1.0);
+        let setup = SinkSetup {
+            dir: dir.path(),
+            plan: &p,
+            placement: &placement,
+            timebase: tb,
+            started: std::time::SystemTime::UNIX_EPOCH,
+        };
+        let mut sink = NoiseSink::create(&setup, &[1, 2]).expect("sink");
+        let rec = |thread, start, end| Record {
             thread,
             cpu: 1,
-            start_ns,
-            end_ns,
+            start,
+            end,
             reason: EndReason::Preempted,
         };
-        let recs = [
-            iv(0, 0, 100),
-            iv(1, 0, 50),
-            iv(0, 110, 1_000_000_200),
-            iv(0, 1_000_000_700, 1_000_000_900),
-        ];
-        let l = interruptions(&recs, 0);
-        assert_eq!(
-            l,
-            vec![
-                Interruption {
-                    start_ns: 100,
-                    duration_ns: 10
-                },
-                Interruption {
-                    start_ns: 1_000_000_200,
-                    duration_ns: 500
-                }
-            ]
+        sink.records(0, &[rec(0, 0, 100), rec(0, 110, 1_000_000_200)], &tb)
+            .expect("records");
+        sink.records(1, &[rec(1, 0, 50)], &tb).expect("records");
+        sink.records(0, &[rec(0, 1_000_000_700, 1_000_000_900)], &tb)
+            .expect("records");
+        let (closed, spikes, rows, stored) = sink.finish(2_000_000_000);
+        assert_eq!(rows, vec![2, 0]);
+        assert_eq!(stored[0].len(), 2);
+        assert_eq!(spikes.len(), 2);
+        let files = closed.expect("files");
+        assert!(
+            crate::store::RunReader::open_any_state(dir.path()).is_err(),
+            "no manifest yet"
         );
-        let t = noise_timeline(&l);
-        assert_eq!(t.len(), 2);
-        assert_eq!((t[1].second, t[1].noise_ns, t[1].max_ns), (1, 500, 500));
+        let manifest = crate::store::Manifest {
+            schema_version: crate::store::SCHEMA_VERSION,
+            id: "run".into(),
+            kind: "noise".into(),
+            tool: crate::store::Tool {
+                name: "sandglass".into(),
+                version: "0".into(),
+                commit: "0".into(),
+            },
+            command_line: vec![],
+            state: RunState::Completed,
+            started_at: crate::store::now_rfc3339(),
+            ended_at: None,
+            end_detail: None,
+            system: crate::system::snapshot(),
+            clock: serde_json::Value::Null,
+            config: serde_json::Value::Null,
+            warnings: vec![],
+            files,
+        };
+        dir.write_manifest(&manifest).expect("manifest");
+        let run = crate::store::RunReader::open(dir.path()).expect("open");
+        let mut list = Vec::new();
+        TableReader::open(&run, &tables::NOISE_INTERRUPTIONS)
+            .expect("table")
+            .scan::<crate::store::ReadError>(&[], |b| {
+                for i in 0..b.len() {
+                    list.push((
+                        b.i32s("cpu")?[i],
+                        b.i64s("start_ns")?[i],
+                        b.i64s("duration_ns")?[i],
+                    ));
+                }
+                Ok(())
+            })
+            .expect("scan");
+        assert_eq!(list, [(1, 100, 10), (1, 1_000_000_200, 500)]);
+        let mut timeline = Vec::new();
+        TableReader::open(&run, &tables::NOISE_TIMELINE)
+            .expect("timeline")
+            .scan::<crate::store::ReadError>(&["second", "noise_ns", "max_ns"], |b| {
+                for i in 0..b.len() {
+                    timeline.push((
+                        b.i64s("second")?[i],
+                        b.i64s("noise_ns")?[i],
+                        b.i64s("max_ns")?[i],
+                    ));
+                }
+                Ok(())
+            })
+            .expect("scan");
+        assert_eq!(timeline, [(0, 10, 10), (1, 500, 500)]);
     }
 
-    #[test]
-    fn records_are_sized_from_the_run() {
-        let c = NoiseConfig {
+    fn config() -> NoiseConfig {
+        NoiseConfig {
             cpus: None,
             policy: Policy::Other { nice: 0 },
             duration_ns: Nanos::from_secs(60),
@@ -564,10 +763,17 @@ mod tests {
             sample_hz: 0,
             trace: None,
             threshold: None,
-        };
-        let s = spec(&c, &[1, 2]);
-        assert_eq!(s.records, 61 * 10_000);
-        assert!(s.threads.iter().all(|t| t.workload == Workload::Cpu));
+        }
+    }
+
+    #[test]
+    fn rings_are_sized_from_the_cpus() {
+        let c = config();
+        let p = plan(&c, &[1, 2]);
+        assert_eq!(p.ring_records, 100_000);
+        assert_eq!(plan(&c, &(0..64).collect::<Vec<_>>()).ring_records, 640_000);
+        assert!(p.threads.iter().all(|t| t.workload == Workload::Cpu));
+        assert!(p.gap_stats);
         assert!(validate(&c).is_ok());
     }
 }

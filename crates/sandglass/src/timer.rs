@@ -18,22 +18,26 @@
 //! Releases are on a fixed grid (`absolute`, cyclictest's mode: release k at start + k·interval)
 //! or one interval after each wakeup (`resync`, Hourglass's self-synchronising LAT).
 
+use crate::causes::spikes::{self, SpikeLog};
+use crate::clock::CounterChoice;
 use crate::cpulist::CpuList;
 use crate::duration;
 use crate::engine::record::new_histogram;
-use crate::engine::LatSample;
-use crate::histo::{self, Bin, LogEntry, Percentiles};
-use crate::hourglass::cmdline::{CounterChoice, HourglassSpec, ThreadSpec};
-use crate::load::LoadReport;
+use crate::engine::Release;
+use crate::histo::{self, Bin, IntervalLog, Percentiles};
 use crate::model::{TimerKind, Workload};
+use crate::plan::{LoadPlan, RunPlan, ThreadSpec, Threshold};
 use crate::policy::Policy;
-use crate::runner::{self, Job, LoadPlan, Measured, Observer, RunContext, RunError};
-use crate::store::{RunState, StoreError};
+use crate::result::{self, RunHeader};
+use crate::runner::{
+    self, Measured, Observer, RunContext, RunError, Sink, SinkSetup, SpikeAt, Timebase,
+};
+use crate::store::table::{tables, Limits, TableWriter};
+use crate::store::{FileEntry, RunState, StoreError};
 use crate::units::Nanos;
 use crate::warning::{Warning, WarningKind};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
-use std::fmt::Write as _;
 use std::path::PathBuf;
 
 /// The default policy of timer threads: SCHED_FIFO 95, cyclictest's usual priority.
@@ -69,7 +73,7 @@ pub struct TimerConfig {
     pub trace: Option<crate::causes::tracefs::TraceOptions>,
     /// Stop, or act, at the first delay above a threshold (`--stop-above`, `--on-threshold`).
     #[serde(default)]
-    pub threshold: Option<crate::runner::Threshold>,
+    pub threshold: Option<Threshold>,
 }
 
 /// Hourglass Table 1's thresholds (1, 5, 10 and 50 ms) with finer ones suited to `interval`:
@@ -103,54 +107,81 @@ fn nice_round(ns: u64) -> u64 {
     best
 }
 
+/// A timer configuration that cannot run, named by its option with the fix.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("-i 0: the interval must be longer than zero, for example -i 1ms")]
+    ZeroInterval,
+    #[error("-i {0}: an interval below 1 us would keep the CPU in the kernel's timer path; use at least -i 1us")]
+    IntervalTooShort(String),
+    #[error("-d {duration}: the run must last at least one interval ({interval})")]
+    ShorterThanInterval { duration: String, interval: String },
+    #[error("-P d:...: SCHED_DEADLINE threads cannot be pinned to one CPU; measure reservations with sandglass hourglass -rh")]
+    Deadline,
+    #[error("--timer rtc is available in sandglass hourglass only (-i RTC); use hr")]
+    Rtc,
+    #[error("--interval-bin must be longer than zero")]
+    ZeroBin,
+    #[error(
+        "-c {list}: CPU {cpu} does not exist or this process may not use it (allowed: {allowed})"
+    )]
+    Cpu {
+        list: CpuList,
+        cpu: usize,
+        allowed: String,
+    },
+}
+
 /// Checks a configuration that the command line cannot check by itself.
-pub fn validate(c: &TimerConfig) -> Result<(), String> {
+pub fn validate(c: &TimerConfig) -> Result<(), ConfigError> {
     if c.interval_ns.0 == 0 {
-        return Err("-i 0: the interval must be longer than zero, for example -i 1ms".into());
+        return Err(ConfigError::ZeroInterval);
     }
     if c.interval_ns.0 < 1_000 {
-        return Err(format!(
-            "-i {}: an interval below 1 us would keep the CPU in the kernel's timer path; use at least -i 1us",
-            duration::format_exact(c.interval_ns)
-        ));
+        return Err(ConfigError::IntervalTooShort(duration::format_exact(
+            c.interval_ns,
+        )));
     }
     if c.duration_ns < c.interval_ns {
-        return Err(format!(
-            "-d {}: the run must last at least one interval ({})",
-            duration::format_exact(c.duration_ns),
-            duration::format_exact(c.interval_ns)
-        ));
+        return Err(ConfigError::ShorterThanInterval {
+            duration: duration::format_exact(c.duration_ns),
+            interval: duration::format_exact(c.interval_ns),
+        });
     }
     if c.policy.is_deadline() {
-        return Err("-P d:...: SCHED_DEADLINE threads cannot be pinned to one CPU; measure reservations with sandglass hourglass -rh".into());
+        return Err(ConfigError::Deadline);
     }
     if c.timer == TimerKind::Rtc {
-        return Err("--timer rtc is available in sandglass hourglass only (-i RTC); use hr".into());
+        return Err(ConfigError::Rtc);
     }
     if c.interval_bin_ns.0 == 0 {
-        return Err("--interval-bin must be longer than zero".into());
+        return Err(ConfigError::ZeroBin);
     }
     Ok(())
 }
 
-/// The CPUs to measure: the configured ones, or every allowed CPU but the main thread's (or all
-/// of them on a one-CPU machine).
-pub fn measured_cpus(c: &TimerConfig, allowed: &[usize]) -> Result<Vec<usize>, String> {
-    if let Some(list) = &c.cpus {
+/// The CPUs to measure: `cpus` when given, or every allowed CPU but the main thread's (or all
+/// of them on a one-CPU machine). Shared by the timer and the noise probe.
+pub fn measured_cpus(
+    cpus: Option<&CpuList>,
+    main_cpu: Option<usize>,
+    allowed: &[usize],
+) -> Result<Vec<usize>, ConfigError> {
+    if let Some(list) = cpus {
         for cpu in list.iter() {
             if !allowed.contains(&cpu) {
-                return Err(format!(
-                    "-c {list}: CPU {cpu} does not exist or this process may not use it (allowed: {})",
-                    CpuList::from_cpus(allowed.iter().copied())
+                return Err(ConfigError::Cpu {
+                    list: list.clone(),
+                    cpu,
+                    allowed: CpuList::from_cpus(allowed.iter().copied())
                         .map(|l| l.to_string())
-                        .unwrap_or_default()
-                ));
+                        .unwrap_or_default(),
+                });
             }
         }
         return Ok(list.to_vec());
     }
-    let main = c
-        .main_cpu
+    let main = main_cpu
         .or_else(|| allowed.iter().copied().min())
         .unwrap_or(0);
     let others: Vec<usize> = allowed.iter().copied().filter(|&x| x != main).collect();
@@ -161,41 +192,56 @@ pub fn measured_cpus(c: &TimerConfig, allowed: &[usize]) -> Result<Vec<usize>, S
     })
 }
 
-/// The set of measuring threads for `c`: one timer thread pinned to each CPU.
-pub fn spec(c: &TimerConfig, cpus: &[usize]) -> HourglassSpec {
-    let threads = cpus
-        .iter()
+/// One thread per CPU of `cpus`, pinned to it, with `policy` and `workload`, for `duration`:
+/// the threads of the timer and the noise probe.
+pub fn pinned_threads(
+    cpus: &[usize],
+    policy: Policy,
+    workload: Workload,
+    timer: TimerKind,
+    duration: Nanos,
+) -> Vec<ThreadSpec> {
+    cpus.iter()
         .enumerate()
         .map(|(index, &cpu)| ThreadSpec {
             index,
-            priority_text: c.policy.to_string(),
-            policy: c.policy,
+            priority_text: policy.to_string(),
+            policy,
             reservation: None,
-            workload: Workload::Timer {
-                period_ns: c.interval_ns,
-                resync: c.resync,
-            },
-            timer: c.timer,
+            workload,
+            timer,
             start_ns: Nanos::ZERO,
-            finish_ns: c.duration_ns,
+            finish_ns: duration,
             affinity: CpuList::from_cpus([cpu]),
         })
-        .collect();
-    HourglassSpec {
-        threads,
+        .collect()
+}
+
+/// The run plan of `c`: one timer thread pinned to each CPU of `cpus`.
+pub fn plan(c: &TimerConfig, cpus: &[usize]) -> RunPlan {
+    let workload = Workload::Timer {
+        period_ns: c.interval_ns,
+        resync: c.resync,
+    };
+    RunPlan {
+        kind: "timer".into(),
+        threads: pinned_threads(cpus, c.policy, workload, c.timer, c.duration_ns),
         duration_ns: c.duration_ns,
-        raw_cycles: false,
-        records: 1,
         gap_ns: None,
         gap_histogram: false,
-        suppress_trace: true,
-        output_dir: c.output_dir.clone(),
+        gap_stats: false,
+        memmove_bytes: 0,
+        ring_records: 0,
+        counter: c.counter,
         main_cpu: c.main_cpu,
         allow_rt_busy: false,
-        counter: c.counter,
         cpu_dma_latency_us: c.cpu_dma_latency_us,
         loads: c.loads.clone(),
-        trace: None,
+        sample_hz: c.sample_hz,
+        trace: c.trace,
+        threshold: c.threshold.clone(),
+        output_dir: c.output_dir.clone(),
+        config: serde_json::to_value(c).unwrap_or_default(),
     }
 }
 
@@ -226,18 +272,6 @@ pub struct IntervalHistogram {
     pub bins: Vec<Bin>,
 }
 
-/// One second of one CPU's timeline.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Second {
-    pub second: u64,
-    pub releases: u64,
-    pub missed: u64,
-    pub min_ns: i64,
-    pub p50_ns: u64,
-    pub p99_ns: u64,
-    pub max_ns: i64,
-}
-
 /// What one CPU measured.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TimerCpu {
@@ -262,134 +296,235 @@ pub struct TimerCpu {
     pub early: u64,
     pub cpu_time_ns: Option<u64>,
     pub cpu_time_per_wakeup_ns: Option<f64>,
-    /// Samples that did not fit the buffer sized for the run (histograms still hold them).
+    /// Releases written to the store (`samples-*.parquet`).
+    #[serde(default)]
+    pub samples_stored: u64,
+    /// Releases the store missed because the main thread fell behind (the histograms hold them).
     pub samples_dropped: u64,
     pub stopped: bool,
     pub error: Option<String>,
-    #[serde(skip)]
-    pub samples: Vec<(i64, i64, bool)>,
+    /// The whole-run histograms: corrected lateness, raw lateness, interval.
     #[serde(skip)]
     pub histograms: Option<[Histogram<u64>; 3]>,
-    #[serde(skip)]
-    pub timeline: Vec<Second>,
 }
 
 /// The version of the `--json` output (and `summary.json`) described by
 /// `docs/schema/timer.schema.json`.
-pub const JSON_SCHEMA: &str = "sandglass-timer/1";
+pub const JSON_SCHEMA: &str = "sandglass-timer/2";
 
 /// The whole result.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TimerResult {
-    /// [`JSON_SCHEMA`]; empty in summaries written before the field existed.
-    #[serde(default)]
-    pub schema: String,
-    pub kind: String,
-    pub run_id: String,
-    pub run_dir: String,
-    pub state: RunState,
-    pub end_detail: String,
+    #[serde(flatten)]
+    pub run: RunHeader,
     pub interval_ns: Nanos,
-    pub duration_ns: Nanos,
-    pub elapsed_ns: u64,
     pub timer: TimerKind,
     pub mode: String,
     pub cpus: Vec<TimerCpu>,
-    pub pm_qos_us: Option<u32>,
-    pub memory_locked: bool,
     pub counter_frequency_hz: f64,
-    pub warnings: Vec<Warning>,
-    /// What each load achieved during the measurement.
-    #[serde(default)]
-    pub loads: Vec<LoadReport>,
-    /// The spikes' explanation by the sampler and their periodic trains.
-    #[serde(default)]
-    pub causes: Option<crate::causes::Causes>,
 }
 
-/// A timer run's spikes: releases at least `max(100 µs, 10 × the largest per-CPU median
-/// lateness)` late, a stall that delayed several releases counted once; with the threshold.
-pub fn spikes(cpus: &[TimerCpu]) -> (u64, Vec<(usize, Vec<crate::causes::trains::Spike>)>) {
-    let median = |c: &TimerCpu| {
-        let mut v: Vec<i64> = c.samples.iter().map(|s| s.1).collect();
-        v.sort_unstable();
-        v.get(v.len() / 2).copied().unwrap_or(0).max(0) as u64
-    };
-    let threshold = cpus
-        .iter()
-        .map(median)
+/// Releases at least this late may be spikes; the threshold at the end of the run is
+/// `max(SPIKE_FLOOR_NS, 10 × the largest per-CPU median lateness)`.
+pub const SPIKE_FLOOR_NS: u64 = 100_000;
+
+/// The spike threshold of a timer run: `max(100 µs, 10 × the largest per-CPU median lateness)`.
+pub fn spike_threshold(cpus: &[TimerCpu]) -> u64 {
+    cpus.iter()
+        .filter_map(|c| c.lateness_ns.as_ref().map(|p| p.p50))
         .max()
         .unwrap_or(0)
         .saturating_mul(10)
-        .max(100_000);
-    let per_cpu = cpus
-        .iter()
-        .map(|c| {
-            let s = crate::causes::spikes_of(c.samples.iter().map(|s| (s.0, s.1)), threshold);
-            (c.cpu, s)
-        })
-        .collect();
-    (threshold, per_cpu)
+        .max(SPIKE_FLOOR_NS)
 }
 
-/// The per-second timeline of samples `(release_ns, lateness_ns, missed)`.
-pub fn timeline(samples: &[(i64, i64, bool)]) -> Vec<Second> {
-    let mut out: Vec<Second> = Vec::new();
-    let mut i = 0;
-    while i < samples.len() {
-        let sec = (samples[i].0.max(0) / 1_000_000_000) as u64;
-        let mut j = i;
-        while j < samples.len() && (samples[j].0.max(0) / 1_000_000_000) as u64 == sec {
-            j += 1;
-        }
-        let mut lat: Vec<i64> = samples[i..j].iter().map(|s| s.1).collect();
-        lat.sort_unstable();
-        let q = |p| crate::stats::quantile_sorted(&lat, p).unwrap_or(0).max(0) as u64;
-        out.push(Second {
-            second: sec,
-            releases: (j - i) as u64,
-            missed: samples[i..j].iter().filter(|s| s.2).count() as u64,
-            min_ns: lat[0],
-            p50_ns: q(0.5),
-            p99_ns: q(0.99),
-            max_ns: lat[lat.len() - 1],
+/// One CPU's second under way.
+struct Second {
+    second: u64,
+    releases: u64,
+    missed: u64,
+    min_ns: i64,
+    max_ns: i64,
+    hist: Histogram<u64>,
+}
+
+/// Where a timer run's releases go as the run goes: every release into `samples-*.parquet`,
+/// one row per CPU and second into `timeline-*.parquet` and one histogram per CPU and second
+/// into `histograms.hlog` as each second closes, and the spikes into a bounded log per CPU.
+pub struct TimerSink {
+    cpus: Vec<usize>,
+    /// Per thread: the corrected and the raw lateness of the releases stored.
+    stored: Vec<[Histogram<u64>; 2]>,
+    samples: TableWriter,
+    timeline: TableWriter,
+    hlog: IntervalLog,
+    next: Vec<u64>,
+    seconds: Vec<Option<Second>>,
+    spikes: Vec<SpikeLog>,
+}
+
+impl TimerSink {
+    /// The store of a run measuring `cpus` (thread i on `cpus[i]`).
+    pub fn create(s: &SinkSetup<'_>, cpus: &[usize]) -> Result<TimerSink, StoreError> {
+        let comments = vec![
+            "sandglass timer: lateness in nanoseconds".to_string(),
+            "tags cpuN: one histogram per CPU and second of release time (corrected lateness)"
+                .to_string(),
+        ];
+        let keep_all = s.plan.trace.is_some();
+        Ok(TimerSink {
+            cpus: cpus.to_vec(),
+            stored: cpus
+                .iter()
+                .map(|_| [new_histogram(), new_histogram()])
+                .collect(),
+            samples: TableWriter::create(s.dir, &tables::TIMER_SAMPLES, Limits::default())?,
+            timeline: TableWriter::create(
+                s.dir,
+                &tables::TIMER_TIMELINE,
+                Limits {
+                    row_group_rows: 4096,
+                    ..Limits::default()
+                },
+            )?,
+            hlog: IntervalLog::create(
+                s.dir,
+                "histograms.hlog",
+                crate::store::HLOG_FORMAT,
+                crate::store::HLOG_DESCRIPTION,
+                &comments,
+                s.started,
+            )?,
+            next: vec![0; cpus.len()],
+            seconds: cpus.iter().map(|_| None).collect(),
+            spikes: cpus
+                .iter()
+                .map(|&c| SpikeLog::new(c, SPIKE_FLOOR_NS, spikes::CAPACITY, keep_all))
+                .collect(),
+        })
+    }
+
+    /// Writes the timeline row and the interval-log entry of thread `i`'s second under way.
+    fn close_second(&mut self, i: usize, now_ns: u64) -> Result<(), StoreError> {
+        let Some(s) = self.seconds[i].take() else {
+            return Ok(());
+        };
+        let cap = |v: u64| (v as i64).min(s.max_ns).max(0);
+        let b = self.timeline.row();
+        b.push_i32(0, self.cpus[i] as i32);
+        b.push_i64(1, s.second as i64);
+        b.push_i64(2, s.releases as i64);
+        b.push_i64(3, s.missed as i64);
+        b.push_i64(4, s.min_ns);
+        b.push_i64(5, cap(s.hist.value_at_quantile(0.5)));
+        b.push_i64(6, cap(s.hist.value_at_quantile(0.99)));
+        b.push_i64(7, s.max_ns);
+        self.timeline.end_row(now_ns)?;
+        let tag = format!("cpu{}", self.cpus[i]);
+        self.hlog.write(&tag, s.second as f64, 1.0, &s.hist)?;
+        // The histogram is reused for the next second.
+        let mut hist = s.hist;
+        hist.reset();
+        self.seconds[i] = Some(Second {
+            second: u64::MAX,
+            releases: 0,
+            missed: 0,
+            min_ns: i64::MAX,
+            max_ns: i64::MIN,
+            hist,
         });
-        i = j;
+        Ok(())
     }
-    out
+
+    /// Closes every second, the tables and the log; returns the files written, the spikes and
+    /// the histograms of what was stored.
+    pub fn finish(mut self, now_ns: u64) -> (Result<Vec<FileEntry>, StoreError>, Stored) {
+        for log in &mut self.spikes {
+            log.finish();
+        }
+        let stored = Stored {
+            spikes: std::mem::take(&mut self.spikes),
+            lateness: std::mem::take(&mut self.stored),
+        };
+        let closed = (|| {
+            for i in 0..self.seconds.len() {
+                if self.seconds[i].as_ref().is_some_and(|s| s.releases > 0) {
+                    self.close_second(i, now_ns)?;
+                }
+            }
+            let mut files = self.samples.finish(now_ns)?;
+            files.extend(self.timeline.finish(now_ns)?);
+            files.push(self.hlog.finish()?);
+            Ok(files)
+        })();
+        (closed, stored)
+    }
 }
 
-/// Per-second histograms of the samples, for the interval log.
-pub fn per_second_histograms(samples: &[(i64, i64, bool)]) -> Vec<(u64, Histogram<u64>)> {
-    let mut out: Vec<(u64, Histogram<u64>)> = Vec::new();
-    for &(release, late, _) in samples {
-        let sec = (release.max(0) / 1_000_000_000) as u64;
-        if out.last().map(|(s, _)| *s) != Some(sec) {
-            out.push((sec, new_histogram()));
-        }
-        if let Some((_, h)) = out.last_mut() {
-            h.saturating_record(late.max(0) as u64);
-        }
-    }
-    out
+/// What a timer run's store kept beside its files.
+pub struct Stored {
+    pub spikes: Vec<SpikeLog>,
+    /// Per thread: the corrected and the raw lateness of the releases stored.
+    pub lateness: Vec<[Histogram<u64>; 2]>,
 }
 
-/// Converts raw samples to `(release_ns, lateness_ns, missed)` from the run's start.
-fn convert(samples: &[LatSample], m: &Measured) -> Vec<(i64, i64, bool)> {
-    let cal = &m.calibration;
-    let mut prev_wake = None;
-    samples
-        .iter()
-        .map(|s| {
-            let missed = prev_wake == Some(s.wakeup);
-            prev_wake = Some(s.wakeup);
-            (
-                cal.ns_between(m.start_tick, s.target),
-                cal.ns_between(s.target, s.wakeup),
-                missed,
-            )
-        })
-        .collect()
+impl Sink for TimerSink {
+    fn releases(&mut self, i: usize, batch: &[Release], tb: &Timebase) -> Result<(), StoreError> {
+        let cpu = self.cpus[i] as i32;
+        for r in batch {
+            let at = tb.at_ns(r.target);
+            let late = tb.signed_ns(r.wakeup.wrapping_sub(r.target) as i64);
+            let now = at.max(0) as u64;
+            let b = self.samples.row();
+            b.push_i32(0, cpu);
+            b.push_i64(1, self.next[i] as i64);
+            b.push_i64(2, at);
+            b.push_i64(3, late);
+            b.push_bool(4, r.missed);
+            self.samples.end_row(now)?;
+            self.next[i] += 1;
+            let second = now / 1_000_000_000;
+            if self.seconds[i]
+                .as_ref()
+                .is_some_and(|s| s.second != second && s.releases > 0)
+            {
+                self.close_second(i, now)?;
+            }
+            let s = self.seconds[i].get_or_insert_with(|| Second {
+                second,
+                releases: 0,
+                missed: 0,
+                min_ns: i64::MAX,
+                max_ns: i64::MIN,
+                hist: new_histogram(),
+            });
+            s.second = second;
+            s.releases += 1;
+            s.missed += u64::from(r.missed);
+            s.min_ns = s.min_ns.min(late);
+            s.max_ns = s.max_ns.max(late);
+            s.hist.saturating_record(late.max(0) as u64);
+            let [all, raw] = &mut self.stored[i];
+            all.saturating_record(late.max(0) as u64);
+            if !r.missed {
+                raw.saturating_record(late.max(0) as u64);
+            }
+            self.spikes[i].sample(at, late, SPIKE_FLOOR_NS);
+        }
+        Ok(())
+    }
+
+    fn tick(&mut self, now_ns: u64, _watermark: u64, _tb: &Timebase) -> Result<(), StoreError> {
+        self.samples.tick(now_ns)?;
+        self.timeline.tick(now_ns)?;
+        self.hlog.flush()
+    }
+
+    fn spikes(&mut self, out: &mut Vec<SpikeAt>) {
+        for log in &mut self.spikes {
+            log.take_fresh(out);
+        }
+    }
 }
 
 /// Runs the timer measurement and writes its run directory.
@@ -398,24 +533,47 @@ pub fn run(
     ctx: &RunContext,
     obs: &mut dyn Observer,
 ) -> Result<TimerResult, RunError> {
-    validate(config).map_err(RunError::Usage)?;
+    validate(config).map_err(|e| RunError::Usage(e.to_string()))?;
     let allowed = crate::system::allowed_cpus();
-    let cpus = measured_cpus(config, &allowed).map_err(RunError::Usage)?;
-    let spec = spec(config, &cpus);
-    let job = Job {
-        kind: "timer",
-        spec: &spec,
-        config: serde_json::to_value(config).unwrap_or_default(),
-        gap_stats: false,
-        memmove_bytes: 0,
-        loads: &config.loads,
-        sample_hz: config.sample_hz,
-        trace: config.trace,
-        threshold: config.threshold.clone(),
-    };
-    let mut m = runner::measure(&job, ctx, obs)?;
-    let result = build(config, &cpus, &mut m);
-    write(&m, &result).map_err(|e| {
+    let cpus = measured_cpus(config.cpus.as_ref(), config.main_cpu, &allowed)
+        .map_err(|e| RunError::Usage(e.to_string()))?;
+    let plan = plan(config, &cpus);
+    let (mut m, sink) = runner::measure(&plan, ctx, obs, |s| TimerSink::create(s, &cpus))?;
+    let now = m.elapsed_ns();
+    let (closed, stored) = sink.finish(now);
+    let mut files = result::close_store(&mut m, closed);
+    let mut result = build(config, &cpus, &mut m, &stored.spikes);
+    if m.state != RunState::Incomplete {
+        if let Err(e) = exact_figures(
+            config,
+            m.dir.path(),
+            &files,
+            &stored.lateness,
+            &mut result.cpus,
+        ) {
+            m.warnings.push(Warning::new(
+                WarningKind::RecordsDropped,
+                format!("the stored samples could not be read back for exact percentiles ({e}); the percentiles are the histograms' (three significant digits)"),
+            ));
+            result.run.warnings = m.warnings.clone();
+        }
+        match write_totals(&m, &result) {
+            Ok(f) => files.push(f),
+            Err(e) => files = result::close_store(&mut m, Err(e)),
+        }
+    }
+    result.run.state = m.state;
+    result.run.end_detail = m.end_detail.clone();
+    result::save(
+        &m,
+        &result,
+        "sandglass-timer-summary/2",
+        "per-CPU lateness (corrected and raw), missed releases, intervals, samples-later-than table, CPU time",
+        result.run.causes.as_ref(),
+        &result.run.warnings,
+        files,
+    )
+    .map_err(|e| {
         RunError::Failed(format!(
             "the run finished but its results could not be saved: {e}"
         ))
@@ -423,102 +581,118 @@ pub fn run(
     Ok(result)
 }
 
-/// Turns what the threads measured into the result.
-pub fn build(config: &TimerConfig, cpus: &[usize], m: &mut Measured) -> TimerResult {
+/// One CPU's figures from its thread's report.
+fn cpu_result(
+    config: &TimerConfig,
+    cpu: usize,
+    i: usize,
+    rep: crate::runner::ThreadReport,
+    warnings: &mut Vec<Warning>,
+) -> TimerCpu {
+    let applied = rep.applied.as_ref();
+    let mut tc = TimerCpu {
+        cpu,
+        thread: i,
+        tid: rep.tid,
+        policy: applied.and_then(|a| a.effective).map(|p| p.to_string()),
+        downgraded: applied.and_then(|a| a.downgraded.clone()),
+        count: 0,
+        wakeups: 0,
+        missed_releases: 0,
+        lateness_ns: None,
+        raw_lateness_ns: None,
+        interval_ns: None,
+        interval_histogram: IntervalHistogram {
+            bin_ns: config.interval_bin_ns.0,
+            bins: Vec::new(),
+        },
+        later_than: Vec::new(),
+        early: 0,
+        cpu_time_ns: rep.cpu_time_ns,
+        cpu_time_per_wakeup_ns: None,
+        samples_stored: 0,
+        samples_dropped: 0,
+        stopped: false,
+        error: rep.error.clone(),
+        histograms: None,
+    };
+    let Some(mut o) = rep.outcome else {
+        warnings.push(Warning::new(
+            WarningKind::ThreadDidNotStop,
+            format!("CPU {cpu}: the measuring thread did not stop; its figures are lost"),
+        ));
+        return tc;
+    };
+    tc.stopped = o.stopped;
+    tc.samples_stored = o.samples;
+    tc.samples_dropped = o.samples_dropped;
+    if let Some(t) = o.timer.take() {
+        tc.count = t.releases;
+        tc.wakeups = t.wakeups;
+        tc.missed_releases = t.missed;
+        tc.early = t.early;
+        let (min, max) = if t.releases > 0 {
+            (Some(t.min_lateness_ns), Some(t.max_lateness_ns))
+        } else {
+            (None, None)
+        };
+        tc.lateness_ns = histo::percentiles(&t.lateness, min, max);
+        tc.raw_lateness_ns = histo::percentiles(&t.raw, None, None);
+        if !t.interval.is_empty() {
+            tc.interval_ns = Some(IntervalStats {
+                count: t.interval.len(),
+                min: t.interval.min(),
+                mean: t.interval.mean(),
+                stddev: t.interval.stdev(),
+                max: t.interval.max(),
+            });
+        }
+        tc.interval_histogram.bins = histo::linear_bins(&t.interval, config.interval_bin_ns.0);
+        tc.later_than = config
+            .thresholds_ns
+            .iter()
+            .map(|th| LaterThan {
+                threshold_ns: th.0,
+                count: histo::count_above(&t.lateness, th.0),
+                raw_count: histo::count_above(&t.raw, th.0),
+            })
+            .collect();
+        if t.wakeups > 0 {
+            tc.cpu_time_per_wakeup_ns = rep.cpu_time_ns.map(|c| c as f64 / t.wakeups as f64);
+        }
+        tc.histograms = Some([t.lateness, t.raw, t.interval]);
+    }
+    if tc.samples_dropped > 0 {
+        warnings.push(Warning::new(
+            WarningKind::RecordsDropped,
+            format!("CPU {cpu}: {} releases did not reach the store because the main thread fell behind (keep its CPU free of other work); the histograms, percentiles and counts include them, samples-*.parquet does not", tc.samples_dropped),
+        ));
+    }
+    tc
+}
+
+/// Turns what the threads measured into the result; `spikes` are the CPUs' spike logs.
+pub fn build(
+    config: &TimerConfig,
+    cpus: &[usize],
+    m: &mut Measured,
+    spikes: &[SpikeLog],
+) -> TimerResult {
     let mut warnings = m.warnings.clone();
     let reports = std::mem::take(&mut m.reports);
-    let mut out = Vec::with_capacity(reports.len());
-    let mut elapsed = 0u64;
-    for (i, rep) in reports.into_iter().enumerate() {
-        let cpu = cpus.get(i).copied().unwrap_or(0);
-        let applied = rep.applied.as_ref();
-        let mut tc = TimerCpu {
-            cpu,
-            thread: i,
-            tid: rep.tid,
-            policy: applied.and_then(|a| a.effective).map(|p| p.to_string()),
-            downgraded: applied.and_then(|a| a.downgraded.clone()),
-            count: 0,
-            wakeups: 0,
-            missed_releases: 0,
-            lateness_ns: None,
-            raw_lateness_ns: None,
-            interval_ns: None,
-            interval_histogram: IntervalHistogram {
-                bin_ns: config.interval_bin_ns.0,
-                bins: Vec::new(),
-            },
-            later_than: Vec::new(),
-            early: 0,
-            cpu_time_ns: rep.cpu_time_ns,
-            cpu_time_per_wakeup_ns: None,
-            samples_dropped: 0,
-            stopped: false,
-            error: rep.error.clone(),
-            samples: Vec::new(),
-            histograms: None,
-            timeline: Vec::new(),
-        };
-        if let Some(mut o) = rep.outcome {
-            tc.stopped = o.stopped;
-            tc.samples_dropped = o.latencies_dropped;
-            if o.last > m.start_tick {
-                elapsed = elapsed.max(m.calibration.ns_between(m.start_tick, o.last).max(0) as u64);
-            }
-            tc.samples = convert(&o.latencies, m);
-            tc.timeline = timeline(&tc.samples);
-            if let Some(t) = o.timer.take() {
-                tc.count = t.releases;
-                tc.wakeups = t.wakeups;
-                tc.missed_releases = t.missed;
-                tc.early = t.early;
-                let (min, max) = if t.releases > 0 {
-                    (Some(t.min_lateness_ns), Some(t.max_lateness_ns))
-                } else {
-                    (None, None)
-                };
-                tc.lateness_ns = histo::percentiles(&t.lateness, min, max);
-                tc.raw_lateness_ns = histo::percentiles(&t.raw, None, None);
-                if !t.interval.is_empty() {
-                    tc.interval_ns = Some(IntervalStats {
-                        count: t.interval.len(),
-                        min: t.interval.min(),
-                        mean: t.interval.mean(),
-                        stddev: t.interval.stdev(),
-                        max: t.interval.max(),
-                    });
-                }
-                tc.interval_histogram.bins =
-                    histo::linear_bins(&t.interval, config.interval_bin_ns.0);
-                tc.later_than = config
-                    .thresholds_ns
-                    .iter()
-                    .map(|th| LaterThan {
-                        threshold_ns: th.0,
-                        count: histo::count_above(&t.lateness, th.0),
-                        raw_count: histo::count_above(&t.raw, th.0),
-                    })
-                    .collect();
-                if t.wakeups > 0 {
-                    tc.cpu_time_per_wakeup_ns =
-                        rep.cpu_time_ns.map(|c| c as f64 / t.wakeups as f64);
-                }
-                tc.histograms = Some([t.lateness, t.raw, t.interval]);
-            }
-            if tc.samples_dropped > 0 {
-                warnings.push(Warning::new(
-                    WarningKind::RecordsDropped,
-                    format!("CPU {cpu}: {} samples did not fit the buffer sized for the run; the histograms hold them, the per-second timeline and samples.csv do not", tc.samples_dropped),
-                ));
-            }
-        } else {
-            warnings.push(Warning::new(
-                WarningKind::ThreadDidNotStop,
-                format!("CPU {cpu}: the measuring thread did not stop; its figures are lost"),
-            ));
-        }
-        out.push(tc);
-    }
+    let out: Vec<TimerCpu> = reports
+        .into_iter()
+        .enumerate()
+        .map(|(i, rep)| {
+            cpu_result(
+                config,
+                cpus.get(i).copied().unwrap_or(0),
+                i,
+                rep,
+                &mut warnings,
+            )
+        })
+        .collect();
     let min_count = out.iter().map(|c| c.count).min().unwrap_or(0);
     if min_count > 0 && min_count < 1_000_000 && m.state == RunState::Completed {
         let top = Percentiles::supported(min_count)
@@ -533,256 +707,189 @@ pub fn build(config: &TimerConfig, cpus: &[usize], m: &mut Measured) -> TimerRes
             ),
         ));
     }
-    let (threshold, per_cpu) = spikes(&out);
+    let threshold = spike_threshold(&out);
     let thread_of = |cpu: usize| out.iter().position(|c| c.cpu == cpu);
     let mut causes = crate::causes::analyze(
         m.sampler.as_ref(),
         config.sample_hz,
         threshold,
-        &per_cpu,
+        spikes,
         &thread_of,
     );
-    causes.kernel = crate::causes::attribute_run(m, &per_cpu);
-    warnings.extend(
-        causes
-            .kernel
-            .as_ref()
-            .and_then(crate::causes::kernel_warning),
-    );
+    if m.kernel.is_some() {
+        let all: Vec<(usize, Vec<crate::causes::trains::Spike>)> = spikes
+            .iter()
+            .map(|l| {
+                let v = l
+                    .all()
+                    .unwrap_or_default()
+                    .iter()
+                    .filter(|s| s.size_ns >= threshold)
+                    .copied()
+                    .collect();
+                (l.cpu(), v)
+            })
+            .collect();
+        let refs: Vec<(usize, &[crate::causes::trains::Spike])> =
+            all.iter().map(|(c, v)| (*c, v.as_slice())).collect();
+        causes.kernel = crate::causes::attribute_run(m, &refs);
+        warnings.extend(
+            causes
+                .kernel
+                .as_ref()
+                .and_then(crate::causes::kernel_warning),
+        );
+    }
+    m.warnings = warnings;
+    let mut run = RunHeader::of(m, JSON_SCHEMA, config.duration_ns);
+    run.causes = Some(causes);
     TimerResult {
-        schema: JSON_SCHEMA.to_string(),
-        kind: "timer".to_string(),
-        run_id: m.dir.id().to_string(),
-        run_dir: m.dir.path().display().to_string(),
-        state: m.state,
-        end_detail: m.end_detail.clone(),
+        run,
         interval_ns: config.interval_ns,
-        duration_ns: config.duration_ns,
-        elapsed_ns: elapsed,
         timer: config.timer,
         mode: if config.resync { "resync" } else { "absolute" }.to_string(),
         cpus: out,
-        pm_qos_us: m.pm_qos_us,
-        memory_locked: m.memory_locked,
-        loads: std::mem::take(&mut m.loads),
         counter_frequency_hz: m.calibration.frequency_hz,
-        warnings,
-        causes: Some(causes),
     }
 }
 
-fn write(m: &Measured, r: &TimerResult) -> Result<(), StoreError> {
-    let dir = &m.dir;
-    let encode = |what: &str, v: &serde_json::Value| {
-        serde_json::to_vec_pretty(v).map_err(|source| StoreError::Encode {
-            what: what.to_string(),
-            source,
+/// Per group: the exact count, extremes, mean and standard deviation, and the count above each
+/// threshold.
+struct Exact {
+    count: u64,
+    min: i64,
+    max: i64,
+    mean: f64,
+    m2: f64,
+    above: Vec<u64>,
+}
+
+impl Exact {
+    fn new(thresholds: usize) -> Exact {
+        Exact {
+            count: 0,
+            min: i64::MAX,
+            max: i64::MIN,
+            mean: 0.0,
+            m2: 0.0,
+            above: vec![0; thresholds],
+        }
+    }
+
+    fn add(&mut self, v: i64, thresholds: &[Nanos]) {
+        self.count += 1;
+        self.min = self.min.min(v);
+        self.max = self.max.max(v);
+        let d = v as f64 - self.mean;
+        self.mean += d / self.count as f64;
+        self.m2 += d * (v as f64 - self.mean);
+        for (n, th) in self.above.iter_mut().zip(thresholds) {
+            if v > th.0 as i64 {
+                *n += 1;
+            }
+        }
+    }
+
+    fn percentiles(&self, q: &[Option<i64>]) -> Option<Percentiles> {
+        let at = |i: usize| q.get(i).copied().flatten().unwrap_or(0).max(0) as u64;
+        (self.count > 0).then(|| Percentiles {
+            count: self.count,
+            min: self.min,
+            mean: self.mean,
+            stddev: if self.count > 1 {
+                (self.m2 / (self.count - 1) as f64).sqrt()
+            } else {
+                0.0
+            },
+            p50: at(0),
+            p90: at(1),
+            p99: at(2),
+            p99_9: at(3),
+            p99_99: at(4),
+            p99_999: at(5),
+            p99_9999: at(6),
+            max: self.max,
         })
+    }
+}
+
+/// Replaces the figures the measuring threads kept at three significant digits by exact ones,
+/// for each CPU whose every release reached the store: one pass over the samples table, with
+/// the histograms of what was stored naming the bucket of each percentile
+/// ([`crate::stats::ExactQuantiles`]).
+fn exact_figures(
+    config: &TimerConfig,
+    dir: &std::path::Path,
+    files: &[FileEntry],
+    stored: &[[Histogram<u64>; 2]],
+    cpus: &mut [TimerCpu],
+) -> Result<(), crate::store::ReadError> {
+    use crate::store::table::TableReader;
+    let complete: Vec<bool> = cpus
+        .iter()
+        .zip(stored)
+        .map(|(c, s)| c.samples_dropped == 0 && c.count > 0 && s[0].len() == c.count)
+        .collect();
+    if !complete.iter().any(|&c| c) {
+        return Ok(());
+    }
+    let Some(table) = TableReader::of_files(dir, files, &tables::TIMER_SAMPLES) else {
+        return Ok(());
     };
-    let mut files = Vec::new();
-    let summary = serde_json::to_value(r).map_err(|source| StoreError::Encode {
-        what: "summary.json".into(),
-        source,
+    let qs: Vec<f64> = histo::QUANTILES.iter().map(|q| q.0).collect();
+    let hists: Vec<&Histogram<u64>> = stored.iter().flat_map(|s| [&s[0], &s[1]]).collect();
+    let mut quantiles = crate::stats::ExactQuantiles::new(&hists, &qs);
+    let th = &config.thresholds_ns;
+    let mut exact: Vec<Exact> = hists.iter().map(|_| Exact::new(th.len())).collect();
+    let index: std::collections::BTreeMap<i32, usize> = cpus
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (c.cpu as i32, i))
+        .collect();
+    table.scan::<crate::store::ReadError>(&["cpu", "lateness_ns", "missed"], |b| {
+        let (cpu, late, missed) = (b.i32s("cpu")?, b.i64s("lateness_ns")?, b.bools("missed")?);
+        for k in 0..b.len() {
+            let Some(&i) = index.get(&cpu[k]) else {
+                continue;
+            };
+            quantiles.add(2 * i, late[k]);
+            exact[2 * i].add(late[k], th);
+            if !missed[k] {
+                quantiles.add(2 * i + 1, late[k]);
+                exact[2 * i + 1].add(late[k], th);
+            }
+        }
+        Ok(())
     })?;
-    files.push(dir.write_file(
-        "summary.json",
-        &encode("summary.json", &summary)?,
-        "sandglass-timer-summary/1",
-        "per-CPU lateness (corrected and raw), missed releases, intervals, samples-later-than table, CPU time",
-    )?);
-    let mut samples = String::from("cpu,release,release_ns,lateness_ns,missed\n");
-    let mut timeline = String::from("cpu,second,releases,missed,min_ns,p50_ns,p99_ns,max_ns\n");
-    let mut entries_hist: Vec<(String, f64, f64, Histogram<u64>)> = Vec::new();
-    for c in &r.cpus {
-        for (k, (rel, late, missed)) in c.samples.iter().enumerate() {
-            let _ = writeln!(samples, "{},{k},{rel},{late},{}", c.cpu, u8::from(*missed));
+    let q = quantiles.finish();
+    for (i, c) in cpus.iter_mut().enumerate() {
+        if !complete[i] || exact[2 * i].count != c.count {
+            continue;
         }
-        for s in &c.timeline {
-            let _ = writeln!(
-                timeline,
-                "{},{},{},{},{},{},{},{}",
-                c.cpu, s.second, s.releases, s.missed, s.min_ns, s.p50_ns, s.p99_ns, s.max_ns
-            );
-        }
-        for (sec, h) in per_second_histograms(&c.samples) {
-            entries_hist.push((format!("cpu{}", c.cpu), sec as f64, 1.0, h));
+        c.lateness_ns = exact[2 * i].percentiles(&q[2 * i]);
+        c.raw_lateness_ns = exact[2 * i + 1].percentiles(&q[2 * i + 1]);
+        for (k, l) in c.later_than.iter_mut().enumerate() {
+            l.count = exact[2 * i].above[k];
+            l.raw_count = exact[2 * i + 1].above[k];
         }
     }
-    files.push(dir.write_file(
-        "samples.csv",
-        samples.as_bytes(),
-        "sandglass-timer-samples-csv/1",
-        "every release: cpu, index, release time and lateness in ns from the run's start, 1 when it was missed",
-    )?);
-    files.push(dir.write_file(
-        "timeline.csv",
-        timeline.as_bytes(),
-        "sandglass-timer-timeline-csv/1",
-        "per CPU and second: releases, missed releases, lateness min, p50, p99, max",
-    )?);
-    if let Some(rec) = &m.sampler {
-        files.push(crate::causes::write_sampler(dir, rec)?);
-    }
-    if let Some(k) = r.causes.as_ref().and_then(|c| c.kernel.as_ref()) {
-        files.push(crate::causes::write_attribution(dir, k)?);
-    }
-    let mut totals: Vec<(String, &Histogram<u64>)> = Vec::new();
+    Ok(())
+}
+
+/// `totals.hlog`: each CPU's whole-run histograms.
+fn write_totals(m: &Measured, r: &TimerResult) -> Result<FileEntry, StoreError> {
+    let mut entries = Vec::new();
     for c in &r.cpus {
         if let Some([lat, raw, interval]) = &c.histograms {
-            totals.push((format!("cpu{}-lateness", c.cpu), lat));
-            totals.push((format!("cpu{}-raw", c.cpu), raw));
-            totals.push((format!("cpu{}-interval", c.cpu), interval));
+            for (what, h) in [("lateness", lat), ("raw", raw), ("interval", interval)] {
+                entries.push((format!("cpu{}-{what}", c.cpu), h));
+            }
         }
-    }
-    let elapsed_s = r.elapsed_ns as f64 / 1e9;
-    let mut entries: Vec<LogEntry<'_>> = entries_hist
-        .iter()
-        .map(|(tag, start, dur, h)| LogEntry {
-            tag: tag.clone(),
-            start_s: *start,
-            duration_s: *dur,
-            histogram: h,
-        })
-        .collect();
-    for (tag, h) in &totals {
-        entries.push(LogEntry {
-            tag: tag.clone(),
-            start_s: 0.0,
-            duration_s: elapsed_s,
-            histogram: h,
-        });
     }
     let comments = vec![
-        "sandglass timer: lateness in nanoseconds".to_string(),
-        "tags cpuN: one interval histogram per second of release time (corrected lateness)"
+        "sandglass timer: whole-run histograms recorded by the measuring threads, values in ns"
             .to_string(),
-        "tags cpuN-lateness, cpuN-raw, cpuN-interval: whole-run histograms recorded during the run"
-            .to_string(),
+        "tags cpuN-lateness (every release, corrected), cpuN-raw (one per wakeup), cpuN-interval (between wakeups)".to_string(),
     ];
-    let log =
-        histo::write_interval_log(&comments, &entries).map_err(|source| StoreError::Write {
-            path: dir.path().join("histograms.hlog"),
-            source,
-        })?;
-    files.push(dir.write_file(
-        "histograms.hlog",
-        &log,
-        "hdrhistogram-interval-log/1.3",
-        "HdrHistogram interval log (V2 compressed, values in ns): per-second lateness histograms per CPU and whole-run lateness, raw lateness and interval histograms",
-    )?);
-    m.finish(files, &r.warnings)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn config() -> TimerConfig {
-        TimerConfig {
-            cpus: None,
-            policy: DEFAULT_POLICY,
-            interval_ns: Nanos::from_millis(1),
-            duration_ns: Nanos::from_secs(5),
-            timer: TimerKind::Hr,
-            resync: false,
-            thresholds_ns: default_thresholds(Nanos::from_millis(1)),
-            interval_bin_ns: Nanos::from_micros(100),
-            main_cpu: None,
-            cpu_dma_latency_us: Some(0),
-            output_dir: None,
-            counter: CounterChoice::Auto,
-            loads: LoadPlan::default(),
-            sample_hz: 0,
-            trace: None,
-            threshold: None,
-        }
-    }
-
-    #[test]
-    fn default_thresholds_follow_hourglass_table_1() {
-        let t: Vec<u64> = default_thresholds(Nanos::from_millis(1))
-            .iter()
-            .map(|n| n.0)
-            .collect();
-        assert_eq!(
-            t,
-            vec![10_000, 50_000, 100_000, 500_000, 1_000_000, 5_000_000, 10_000_000, 50_000_000]
-        );
-        let t: Vec<u64> = default_thresholds(Nanos::from_millis(10))
-            .iter()
-            .map(|n| n.0)
-            .collect();
-        assert_eq!(
-            t,
-            vec![100_000, 500_000, 1_000_000, 5_000_000, 10_000_000, 50_000_000]
-        );
-        assert_eq!(nice_round(12_000), 10_000);
-        assert_eq!(nice_round(48_000), 50_000);
-    }
-
-    #[test]
-    fn default_cpus_leave_the_main_cpu_free() {
-        let c = config();
-        assert_eq!(measured_cpus(&c, &[0, 1, 2, 3]), Ok(vec![1, 2, 3]));
-        assert_eq!(measured_cpus(&c, &[0]), Ok(vec![0]));
-        let mut c = config();
-        c.main_cpu = Some(2);
-        assert_eq!(measured_cpus(&c, &[0, 1, 2, 3]), Ok(vec![0, 1, 3]));
-        c.cpus = CpuList::parse("99").ok();
-        let e = measured_cpus(&c, &[0, 1]).expect_err("cpu 99");
-        assert!(e.contains("CPU 99 does not exist"), "{e}");
-    }
-
-    #[test]
-    fn validation_names_the_option() {
-        let mut c = config();
-        c.interval_ns = Nanos(0);
-        assert!(validate(&c).expect_err("-i 0").starts_with("-i 0"));
-        let mut c = config();
-        c.duration_ns = Nanos(10);
-        assert!(validate(&c).expect_err("short").starts_with("-d"));
-        let mut c = config();
-        c.policy = Policy::parse("d:1ms:10ms").expect("policy");
-        assert!(validate(&c).expect_err("dl").contains("hourglass -rh"));
-        assert!(validate(&config()).is_ok());
-    }
-
-    #[test]
-    fn one_pinned_timer_thread_per_cpu() {
-        let s = spec(&config(), &[1, 3]);
-        assert_eq!(s.threads.len(), 2);
-        assert_eq!(
-            s.threads[1].affinity.as_ref().map(|c| c.to_vec()),
-            Some(vec![3])
-        );
-        assert!(matches!(
-            s.threads[0].workload,
-            Workload::Timer { resync: false, .. }
-        ));
-        assert_eq!(s.threads[0].policy, DEFAULT_POLICY);
-    }
-
-    #[test]
-    fn timeline_groups_by_release_second() {
-        let samples = vec![
-            (0, 10, false),
-            (999_999_999, 30, false),
-            (1_000_000_000, 50_000_000, false),
-            (1_001_000_000, 49_000_000, true),
-            (2_500_000_000, -2, false),
-        ];
-        let t = timeline(&samples);
-        assert_eq!(t.len(), 3);
-        assert_eq!((t[0].second, t[0].releases, t[0].max_ns), (0, 2, 30));
-        assert_eq!(
-            (t[1].releases, t[1].missed, t[1].min_ns),
-            (2, 1, 49_000_000)
-        );
-        assert_eq!((t[2].second, t[2].min_ns), (2, -2));
-        let h = per_second_histograms(&samples);
-        assert_eq!(
-            h.iter().map(|(s, h)| (*s, h.len())).collect::<Vec<_>>(),
-            vec![(0, 2), (1, 2), (2, 1)]
-        );
-    }
+    result::write_totals(m, &comments, &entries)
 }

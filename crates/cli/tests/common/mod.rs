@@ -29,3 +29,42 @@ pub fn skip(reason: &str) {
 pub fn is_root() -> bool {
     sandglass_sys::process::euid() == 0
 }
+
+/// Reads a table of the run at `dir` (any run format, any state): column `column` as 64-bit
+/// integers (32-bit and boolean columns widened), in the table's order.
+pub fn column(
+    dir: &std::path::Path,
+    table: &'static sandglass::store::table::Table,
+    column: &str,
+) -> Vec<i64> {
+    let r = sandglass::store::RunReader::open_any_state(dir).unwrap();
+    let mut out = Vec::new();
+    let Some(t) = sandglass::store::table::TableReader::open(&r, table) else {
+        return out;
+    };
+    t.scan::<sandglass::store::ReadError>(&[column], |b| {
+        if let Ok(v) = b.i64s(column) {
+            out.extend_from_slice(v);
+        } else if let Ok(v) = b.i32s(column) {
+            out.extend(v.iter().map(|&x| x as i64));
+        } else {
+            out.extend(b.bools(column)?.iter().map(|&x| x as i64));
+        }
+        Ok(())
+    })
+    .unwrap();
+    out
+}
+
+/// The rows of a table of the run at `dir`.
+pub fn rows(dir: &std::path::Path, table: &'static sandglass::store::table::Table) -> usize {
+    column(dir, table, table.columns[0].name).len()
+}
+
+/// The name of the first segment of `table` in the run at `dir`.
+pub fn segment(
+    dir: &std::path::Path,
+    table: &'static sandglass::store::table::Table,
+) -> std::path::PathBuf {
+    dir.join(table.segment_name(0))
+}

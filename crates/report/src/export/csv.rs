@@ -6,27 +6,86 @@
 //! wakeups, each interval's duration). Existing files are never overwritten: when any file the
 //! export would write already exists, nothing is written.
 
-use super::{must_not_exist, summary, write_atomic, wrong_kind, ExportError, Table};
+use super::{must_not_exist, summary, write_atomic, wrong_kind, ExportError};
+use sandglass::store::table::{tables, Batch, TableReader};
 use sandglass::store::RunReader;
-use std::fmt::Write as _;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// One output table: its file name and contents.
-pub struct CsvTable {
-    pub name: &'static str,
-    pub text: String,
-    /// Data rows (the header excluded).
-    pub rows: usize,
+/// A row being formatted: fields joined by commas, rows ended by a newline, integers written
+/// without allocation.
+struct Line {
+    buf: Vec<u8>,
+    fmt: itoa::Buffer,
 }
 
-/// The tables of `run`, by kind: timer `samples.csv` and `intervals.csv`; noise
+/// The buffer is handed to the file when it holds this many bytes.
+const FLUSH: usize = 1 << 20;
+
+impl Line {
+    fn new() -> Line {
+        Line {
+            buf: Vec::with_capacity(FLUSH + 4096),
+            fmt: itoa::Buffer::new(),
+        }
+    }
+    #[inline]
+    fn int(&mut self, v: impl itoa::Integer) -> &mut Self {
+        self.buf.extend_from_slice(self.fmt.format(v).as_bytes());
+        self.buf.push(b',');
+        self
+    }
+    #[inline]
+    fn text(&mut self, v: &[u8]) -> &mut Self {
+        self.buf.extend_from_slice(v);
+        self.buf.push(b',');
+        self
+    }
+    /// Ends the row (replacing the last comma).
+    #[inline]
+    fn end(&mut self) {
+        if let Some(last) = self.buf.last_mut() {
+            *last = b'\n';
+        }
+    }
+    fn flush_if_full(&mut self, w: &mut dyn Write) -> std::io::Result<()> {
+        if self.buf.len() >= FLUSH {
+            w.write_all(&self.buf)?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+    fn finish(&mut self, w: &mut dyn Write) -> std::io::Result<()> {
+        w.write_all(&self.buf)?;
+        self.buf.clear();
+        Ok(())
+    }
+}
+
+fn io(path: &Path) -> impl Fn(std::io::Error) -> ExportError + '_ {
+    move |source| ExportError::Write {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// The files the CSV export of `run` writes: timer `samples.csv` and `intervals.csv`; noise
 /// `interruptions.csv`; hourglass `trace.csv`, and `latency.csv` and `jobs.csv` when the run
 /// has them; every kind `kernel_events.csv` when the run has one.
-pub fn tables(run: &RunReader) -> Result<Vec<CsvTable>, ExportError> {
+pub fn names(run: &RunReader) -> Result<Vec<&'static str>, ExportError> {
     let mut out = match run.manifest.kind.as_str() {
-        "timer" => timer(run)?,
-        "noise" => noise(run)?,
-        "hourglass" => hourglass(run)?,
+        "timer" => vec!["samples.csv", "intervals.csv"],
+        "noise" => vec!["interruptions.csv"],
+        "hourglass" => {
+            let mut v = vec!["trace.csv"];
+            if TableReader::open(run, &tables::LATENCY).is_some() {
+                v.push("latency.csv");
+            }
+            if TableReader::open(run, &tables::JOBS).is_some() {
+                v.push("jobs.csv");
+            }
+            v
+        }
         other => {
             return Err(wrong_kind(
                 run,
@@ -35,24 +94,15 @@ pub fn tables(run: &RunReader) -> Result<Vec<CsvTable>, ExportError> {
         }
     };
     if run.has(super::KERNEL_EVENTS_FILE) {
-        let ev = super::kernel_events(run)?;
-        let mut s = String::from("ts_ns,cpu,event,dur_ns\n");
-        for (ts, cpu, event, dur) in &ev {
-            let _ = writeln!(s, "{ts},{cpu},{event},{dur}");
-        }
-        out.push(CsvTable {
-            name: "kernel_events.csv",
-            text: s,
-            rows: ev.len(),
-        });
+        out.push("kernel_events.csv");
     }
     Ok(out)
 }
 
-/// Writes the tables of `run` into `dir` (created if missing) and returns the files written.
-/// When any of them already exists, nothing is written.
+/// Writes the tables of `run` into `dir` (created if missing), streaming them from the run's
+/// store, and returns the files written. When any of them already exists, nothing is written.
 pub fn write(run: &RunReader, dir: &Path) -> Result<Vec<PathBuf>, ExportError> {
-    let tables = tables(run)?;
+    let names = names(run)?;
     if dir.exists() && !dir.is_dir() {
         return Err(ExportError::Write {
             path: dir.to_path_buf(),
@@ -63,87 +113,130 @@ pub fn write(run: &RunReader, dir: &Path) -> Result<Vec<PathBuf>, ExportError> {
         path: dir.to_path_buf(),
         source,
     })?;
-    for t in &tables {
-        must_not_exist(&dir.join(t.name))?;
+    for n in &names {
+        must_not_exist(&dir.join(n))?;
     }
-    let mut written = Vec::with_capacity(tables.len());
-    for t in &tables {
-        let path = dir.join(t.name);
-        write_atomic(&path, |w| w.write_all(t.text.as_bytes()))?;
-        written.push(path);
+    match run.manifest.kind.as_str() {
+        "timer" => timer(run, dir)?,
+        "noise" => noise(run, dir)?,
+        _ => hourglass(run, dir, &names)?,
     }
-    Ok(written)
+    if names.contains(&"kernel_events.csv") {
+        let ev = super::kernel_events(run)?;
+        let path = dir.join("kernel_events.csv");
+        write_atomic(&path, |w| {
+            let mut l = Line::new();
+            l.buf.extend_from_slice(b"ts_ns,cpu,event,dur_ns\n");
+            for (ts, cpu, event, dur) in &ev {
+                l.int(*ts).int(*cpu).text(event.as_bytes()).int(*dur).end();
+                l.flush_if_full(w).map_err(io(&path))?;
+            }
+            l.finish(w).map_err(io(&path))
+        })?;
+    }
+    Ok(names.iter().map(|n| dir.join(n)).collect())
 }
 
-fn timer(run: &RunReader) -> Result<Vec<CsvTable>, ExportError> {
-    let t = Table::read(run, "samples.csv")?;
-    let c = t.columns(&["cpu", "release", "release_ns", "lateness_ns", "missed"])?;
-    let mut samples = String::with_capacity(48 * (t.len() + 1));
-    samples.push_str("cpu,release,release_ns,lateness_ns,missed,wakeup_ns\n");
-    let mut intervals = String::from("cpu,wakeup,wakeup_ns,interval_ns\n");
-    let (mut n_samples, mut n_intervals) = (0, 0);
+/// The run's table `table`, which it must have.
+fn table<'r>(
+    run: &'r RunReader,
+    table: &'static sandglass::store::table::Table,
+) -> Result<TableReader<'r>, ExportError> {
+    TableReader::open(run, table).ok_or_else(|| {
+        wrong_kind(
+            run,
+            format!(
+                "the run has no {} table ({}-*.parquet or {})",
+                table.stem, table.stem, table.legacy_csv
+            ),
+        )
+    })
+}
+
+fn timer(run: &RunReader, dir: &Path) -> Result<(), ExportError> {
+    let t = table(run, &tables::TIMER_SAMPLES)?;
+    let path = dir.join("samples.csv");
+    let ipath = dir.join("intervals.csv");
+    // The intervals are derived as the samples stream; both files are written side by side.
+    let ifile = std::fs::File::create(dir.join(".intervals.csv.tmp")).map_err(io(&ipath))?;
+    let mut iw = std::io::BufWriter::with_capacity(1 << 20, ifile);
+    let mut il = Line::new();
+    il.buf
+        .extend_from_slice(b"cpu,wakeup,wakeup_ns,interval_ns\n");
     // Per CPU: the index and time of the last wakeup.
-    let mut last: std::collections::BTreeMap<u64, (u64, i64)> = Default::default();
-    for r in t.rows() {
-        let cpu: u64 = r.get(c[0])?;
-        let release: u64 = r.get(c[1])?;
-        let release_ns: i64 = r.get(c[2])?;
-        let lateness_ns: i64 = r.get(c[3])?;
-        let missed: u8 = r.get(c[4])?;
-        let wakeup_ns = release_ns + lateness_ns;
-        let _ = writeln!(
-            samples,
-            "{cpu},{release},{release_ns},{lateness_ns},{missed},{wakeup_ns}"
-        );
-        n_samples += 1;
-        // A missed release shares the wakeup of the release before it.
-        if missed == 0 {
-            let k = match last.get(&cpu) {
-                Some(&(k, prev)) => {
-                    let _ = writeln!(
-                        intervals,
-                        "{cpu},{},{wakeup_ns},{}",
-                        k + 1,
-                        wakeup_ns - prev
-                    );
-                    n_intervals += 1;
-                    k + 1
+    let mut last: std::collections::BTreeMap<i32, (u64, i64)> = Default::default();
+    let result = write_atomic(&path, |w| {
+        let mut l = Line::new();
+        l.buf
+            .extend_from_slice(b"cpu,release,release_ns,lateness_ns,missed,wakeup_ns\n");
+        t.scan::<ExportError>(&[], |b: &Batch| {
+            let (cpu, release) = (b.i32s("cpu")?, b.i64s("release")?);
+            let (rel_ns, late) = (b.i64s("release_ns")?, b.i64s("lateness_ns")?);
+            let missed = b.bools("missed")?;
+            for i in 0..b.len() {
+                let wakeup = rel_ns[i] + late[i];
+                l.int(cpu[i])
+                    .int(release[i])
+                    .int(rel_ns[i])
+                    .int(late[i])
+                    .int(u8::from(missed[i]))
+                    .int(wakeup)
+                    .end();
+                // A missed release shares the wakeup of the release before it.
+                if !missed[i] {
+                    let k = match last.get(&cpu[i]) {
+                        Some(&(k, prev)) => {
+                            il.int(cpu[i])
+                                .int(k + 1)
+                                .int(wakeup)
+                                .int(wakeup - prev)
+                                .end();
+                            k + 1
+                        }
+                        None => 0,
+                    };
+                    last.insert(cpu[i], (k, wakeup));
                 }
-                None => 0,
-            };
-            last.insert(cpu, (k, wakeup_ns));
-        }
+            }
+            l.flush_if_full(w).map_err(io(&path))?;
+            il.flush_if_full(&mut iw).map_err(io(&ipath))?;
+            Ok(())
+        })?;
+        l.finish(w).map_err(io(&path))
+    });
+    let finished = result.and_then(|()| {
+        il.finish(&mut iw).map_err(io(&ipath))?;
+        let f = iw.into_inner().map_err(|e| io(&ipath)(e.into_error()))?;
+        f.sync_all().map_err(io(&ipath))?;
+        std::fs::rename(dir.join(".intervals.csv.tmp"), &ipath).map_err(io(&ipath))
+    });
+    if finished.is_err() {
+        let _ = std::fs::remove_file(dir.join(".intervals.csv.tmp"));
+        let _ = std::fs::remove_file(&path);
     }
-    Ok(vec![
-        CsvTable {
-            name: "samples.csv",
-            text: samples,
-            rows: n_samples,
-        },
-        CsvTable {
-            name: "intervals.csv",
-            text: intervals,
-            rows: n_intervals,
-        },
-    ])
+    finished
 }
 
-fn noise(run: &RunReader) -> Result<Vec<CsvTable>, ExportError> {
-    let t = Table::read(run, "interruptions.csv")?;
-    let c = t.columns(&["cpu", "start_ns", "duration_ns"])?;
-    let mut s = String::with_capacity(40 * (t.len() + 1));
-    s.push_str("cpu,start_ns,duration_ns,end_ns\n");
-    for r in t.rows() {
-        let cpu: u64 = r.get(c[0])?;
-        let start: u64 = r.get(c[1])?;
-        let dur: u64 = r.get(c[2])?;
-        let _ = writeln!(s, "{cpu},{start},{dur},{}", start + dur);
-    }
-    Ok(vec![CsvTable {
-        name: "interruptions.csv",
-        text: s,
-        rows: t.len(),
-    }])
+fn noise(run: &RunReader, dir: &Path) -> Result<(), ExportError> {
+    let t = table(run, &tables::NOISE_INTERRUPTIONS)?;
+    let path = dir.join("interruptions.csv");
+    write_atomic(&path, |w| {
+        let mut l = Line::new();
+        l.buf
+            .extend_from_slice(b"cpu,start_ns,duration_ns,end_ns\n");
+        t.scan::<ExportError>(&[], |b| {
+            let (cpu, start, dur) = (b.i32s("cpu")?, b.i64s("start_ns")?, b.i64s("duration_ns")?);
+            for i in 0..b.len() {
+                l.int(cpu[i])
+                    .int(start[i])
+                    .int(dur[i])
+                    .int(start[i] + dur[i])
+                    .end();
+            }
+            l.flush_if_full(w).map_err(io(&path))
+        })?;
+        l.finish(w).map_err(io(&path))
+    })
 }
 
 /// The kernel thread id of each Hourglass thread, from the summary.
@@ -165,122 +258,127 @@ pub(crate) fn hourglass_tids(run: &RunReader) -> Result<Vec<(u64, i64)>, ExportE
         .unwrap_or_default())
 }
 
-fn hourglass(run: &RunReader) -> Result<Vec<CsvTable>, ExportError> {
+fn hourglass(run: &RunReader, dir: &Path, names: &[&str]) -> Result<(), ExportError> {
     let tids = hourglass_tids(run)?;
-    let tid = |thread: u64| {
+    let tid = |thread: i32| {
         tids.iter()
-            .find(|(t, _)| *t == thread)
+            .find(|(t, _)| *t == thread as u64)
             .map(|(_, tid)| *tid)
             .unwrap_or(0)
     };
-    let t = Table::read(run, "trace.csv")?;
-    let c = t.columns(&["thread", "cpu", "start_ns", "end_ns", "end_reason"])?;
-    let mut s = String::with_capacity(56 * (t.len() + 1));
-    s.push_str("thread,tid,cpu,start_ns,end_ns,duration_ns,end_reason\n");
-    for r in t.rows() {
-        let thread: u64 = r.get(c[0])?;
-        let cpu: u64 = r.get(c[1])?;
-        let start: u64 = r.get(c[2])?;
-        let end: u64 = r.get(c[3])?;
-        let _ = writeln!(
-            s,
-            "{thread},{},{cpu},{start},{end},{},{}",
-            tid(thread),
-            end.saturating_sub(start),
-            r.text(c[4])?
-        );
-    }
-    let mut out = vec![CsvTable {
-        name: "trace.csv",
-        text: s,
-        rows: t.len(),
-    }];
-    if run.has("latency.csv") {
-        let t = Table::read(run, "latency.csv")?;
-        let c = t.columns(&["thread", "wakeup", "lateness_ns"])?;
-        let mut s = String::from("thread,wakeup,lateness_ns\n");
-        for r in t.rows() {
-            let thread: u64 = r.get(c[0])?;
-            let wakeup: u64 = r.get(c[1])?;
-            let late: i64 = r.get(c[2])?;
-            let _ = writeln!(s, "{thread},{wakeup},{late}");
-        }
-        out.push(CsvTable {
-            name: "latency.csv",
-            text: s,
-            rows: t.len(),
-        });
-    }
-    if run.has("jobs.csv") {
-        let t = Table::read(run, "jobs.csv")?;
-        let names = [
-            "thread",
-            "job",
-            "release_ns",
-            "deadline_ns",
-            "first_run_ns",
-            "end_ns",
-            "received_ns",
-            "outcome",
-        ];
-        let c = t.columns(&names)?;
-        let mut s = names.join(",");
-        s.push('\n');
-        for r in t.rows() {
-            let mut fields = Vec::with_capacity(names.len());
-            for &i in &c[..7] {
-                // first_run_ns may be empty for a job that never ran.
-                let v = r.text(i)?;
-                if !v.is_empty() {
-                    r.get::<i64>(i)?;
+    let t = table(run, &tables::TRACE)?;
+    let path = dir.join("trace.csv");
+    write_atomic(&path, |w| {
+        let mut l = Line::new();
+        l.buf
+            .extend_from_slice(b"thread,tid,cpu,start_ns,end_ns,duration_ns,end_reason\n");
+        t.scan::<ExportError>(
+            &["thread", "cpu", "start_ns", "end_ns", "end_reason"],
+            |b| {
+                let (th, cpu) = (b.i32s("thread")?, b.i32s("cpu")?);
+                let (a, e, why) = (
+                    b.i64s("start_ns")?,
+                    b.i64s("end_ns")?,
+                    b.texts("end_reason")?,
+                );
+                for i in 0..b.len() {
+                    l.int(th[i])
+                        .int(tid(th[i]))
+                        .int(cpu[i])
+                        .int(a[i])
+                        .int(e[i])
+                        .int((e[i] - a[i]).max(0))
+                        .text(why[i].data())
+                        .end();
                 }
-                fields.push(v.to_string());
-            }
-            fields.push(r.text(c[7])?.to_string());
-            s.push_str(&fields.join(","));
-            s.push('\n');
-        }
-        out.push(CsvTable {
-            name: "jobs.csv",
-            text: s,
-            rows: t.len(),
-        });
+                l.flush_if_full(w).map_err(io(&path))
+            },
+        )?;
+        l.finish(w).map_err(io(&path))
+    })?;
+    if names.contains(&"latency.csv") {
+        let t = table(run, &tables::LATENCY)?;
+        let path = dir.join("latency.csv");
+        write_atomic(&path, |w| {
+            let mut l = Line::new();
+            l.buf.extend_from_slice(b"thread,wakeup,lateness_ns\n");
+            t.scan::<ExportError>(&[], |b| {
+                let (th, k, late) = (b.i32s("thread")?, b.i64s("wakeup")?, b.i64s("lateness_ns")?);
+                for i in 0..b.len() {
+                    l.int(th[i]).int(k[i]).int(late[i]).end();
+                }
+                l.flush_if_full(w).map_err(io(&path))
+            })?;
+            l.finish(w).map_err(io(&path))
+        })?;
     }
-    Ok(out)
+    if names.contains(&"jobs.csv") {
+        let t = table(run, &tables::JOBS)?;
+        let path = dir.join("jobs.csv");
+        write_atomic(&path, |w| {
+            let mut l = Line::new();
+            l.buf.extend_from_slice(
+                b"thread,job,release_ns,deadline_ns,first_run_ns,end_ns,received_ns,outcome\n",
+            );
+            t.scan::<ExportError>(&[], |b| {
+                let th = b.i32s("thread")?;
+                let cols = [
+                    b.i64s("job")?,
+                    b.i64s("release_ns")?,
+                    b.i64s("deadline_ns")?,
+                    b.i64s("first_run_ns")?,
+                    b.i64s("end_ns")?,
+                    b.i64s("received_ns")?,
+                ];
+                let outcome = b.texts("outcome")?;
+                for i in 0..b.len() {
+                    l.int(th[i]);
+                    for c in &cols {
+                        l.int(c[i]);
+                    }
+                    l.text(outcome[i].data()).end();
+                }
+                l.flush_if_full(w).map_err(io(&path))
+            })?;
+            l.finish(w).map_err(io(&path))
+        })?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::fixture;
+    use super::super::fixture::{self, Format};
     use super::*;
 
+    /// Both run formats give the same CSV files.
     #[test]
     fn timer_tables_count_every_release_and_interval() {
-        let tmp = tempfile::tempdir().expect("tempdir");
-        let run = fixture::timer_run(&tmp.path().join("run"), &fixture::timer_samples())
-            .expect("fixture");
-        let r = RunReader::open(&run).expect("open");
-        let t = tables(&r).expect("tables");
-        assert_eq!(t[0].name, "samples.csv");
-        assert_eq!(t[0].rows, 8);
-        assert_eq!(t[0].text.lines().count(), 9);
-        // CPU 1: wakeups at 10, 1_020, 5_000_040 (two releases missed), 5_001_015; CPU 2: 2.
-        assert_eq!(t[1].rows, 3 + 1);
-        assert!(
-            t[1].text.contains("\n1,2,5000040,4000020\n"),
-            "{}",
-            t[1].text
-        );
-        assert!(t[0].text.contains("\n1,3,3000000,2000040,1,5000040\n"));
-
-        let out = tmp.path().join("csv");
-        let files = write(&r, &out).expect("write");
-        assert_eq!(files.len(), 2);
-        let again = write(&r, &out).expect_err("no overwrite");
-        assert!(
-            matches!(again, ExportError::Exists(_)),
-            "{again}: existing files are refused"
-        );
+        for format in [Format::V2, Format::V1] {
+            let tmp = tempfile::tempdir().expect("tempdir");
+            let run =
+                fixture::timer_run_as(&tmp.path().join("run"), &fixture::timer_samples(), format)
+                    .expect("fixture");
+            let r = RunReader::open(&run).expect("open");
+            let out = tmp.path().join("csv");
+            let files = write(&r, &out).expect("write");
+            assert_eq!(files.len(), 2);
+            let samples = std::fs::read_to_string(out.join("samples.csv")).expect("samples");
+            let intervals = std::fs::read_to_string(out.join("intervals.csv")).expect("intervals");
+            assert_eq!(samples.lines().count(), 9, "{samples}");
+            // CPU 1: wakeups at 10, 1_020, 5_000_040 (two releases missed), 5_001_015; CPU 2: 2.
+            assert_eq!(intervals.lines().count(), 1 + 3 + 1, "{intervals}");
+            assert!(intervals.contains("\n1,2,5000040,4000020\n"), "{intervals}");
+            assert!(
+                samples.contains("\n1,3,3000000,2000040,1,5000040\n"),
+                "{samples}"
+            );
+            let again = write(&r, &out).expect_err("no overwrite");
+            assert!(
+                matches!(again, ExportError::Exists(_)),
+                "{again}: existing files are refused"
+            );
+        }
     }
 
     #[test]
@@ -288,9 +386,13 @@ mod tests {
         let tmp = tempfile::tempdir().expect("tempdir");
         let run = fixture::timer_run(&tmp.path().join("run"), &fixture::timer_samples())
             .expect("fixture");
-        std::fs::write(run.join("samples.csv"), "cpu,release\n").expect("damage");
+        std::fs::write(run.join("samples-0000.parquet"), "PAR1 not a table PAR1").expect("damage");
         let r = RunReader::open(&run).expect("open");
-        let e = tables(&r).err().expect("damaged");
-        assert!(e.to_string().contains("samples.csv"), "{e}");
+        let e = write(&r, &tmp.path().join("csv")).expect_err("damaged");
+        assert!(e.to_string().contains("samples-0000.parquet"), "{e}");
+        assert!(
+            !tmp.path().join("csv").join("samples.csv").exists(),
+            "nothing half-written"
+        );
     }
 }

@@ -14,7 +14,8 @@
 //! which is sandglass's corrected view; [`View::Raw`] keeps one sample per wakeup, which is
 //! what cyclictest itself records.
 
-use super::{cpu_threads, write_atomic, wrong_kind, ExportError, Table};
+use super::{cpu_threads, write_atomic, wrong_kind, ExportError};
+use sandglass::store::table::{tables, TableReader};
 use sandglass::store::RunReader;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -149,7 +150,7 @@ pub fn histogram(run: &RunReader, buckets: usize, view: View) -> Result<Histogra
     }
     match run.manifest.kind.as_str() {
         "timer" => timer(run, buckets, view),
-        "hourglass" if run.has("latency.csv") => lat(run, buckets),
+        "hourglass" if TableReader::open(run, &tables::LATENCY).is_some() => lat(run, buckets),
         "hourglass" => Err(wrong_kind(
             run,
             "the cyclictest histogram needs wakeup latencies: this Hourglass run has no LAT thread (use a timer run, or -w LAT)",
@@ -165,41 +166,43 @@ fn timer(run: &RunReader, buckets: usize, view: View) -> Result<Histogram, Expor
     let threads = cpu_threads(run)?;
     let mut columns: Vec<Column> = threads.iter().map(|_| Column::new(buckets)).collect();
     let mut wakeups = vec![0u64; threads.len()];
-    let t = Table::read(run, "samples.csv")?;
-    let c = t.columns(&["cpu", "release", "lateness_ns", "missed"])?;
-    for r in t.rows() {
-        let cpu: u64 = r.get(c[0])?;
-        let release: u64 = r.get(c[1])?;
-        let late: i64 = r.get(c[2])?;
-        let missed: u8 = r.get(c[3])?;
-        let Some(j) = threads.iter().position(|(c, _, _)| *c == cpu) else {
-            continue;
-        };
-        match view {
-            View::Corrected => columns[j].add(release, late),
-            View::Raw if missed == 0 => {
-                columns[j].add(wakeups[j], late);
-                wakeups[j] += 1;
+    let t = TableReader::open(run, &tables::TIMER_SAMPLES)
+        .ok_or_else(|| wrong_kind(run, "the timer run has no samples table"))?;
+    t.scan::<ExportError>(&["cpu", "release", "lateness_ns", "missed"], |b| {
+        let (cpu, release) = (b.i32s("cpu")?, b.i64s("release")?);
+        let (late, missed) = (b.i64s("lateness_ns")?, b.bools("missed")?);
+        for i in 0..b.len() {
+            let Some(j) = threads.iter().position(|(c, _, _)| *c == cpu[i] as u64) else {
+                continue;
+            };
+            match view {
+                View::Corrected => columns[j].add(release[i] as u64, late[i]),
+                View::Raw if !missed[i] => {
+                    columns[j].add(wakeups[j], late[i]);
+                    wakeups[j] += 1;
+                }
+                View::Raw => {}
             }
-            View::Raw => {}
         }
-    }
+        Ok(())
+    })?;
     Ok(Histogram { columns })
 }
 
 fn lat(run: &RunReader, buckets: usize) -> Result<Histogram, ExportError> {
-    let t = Table::read(run, "latency.csv")?;
-    let c = t.columns(&["thread", "wakeup", "lateness_ns"])?;
-    let mut by_thread: std::collections::BTreeMap<u64, Column> = Default::default();
-    for r in t.rows() {
-        let thread: u64 = r.get(c[0])?;
-        let wakeup: u64 = r.get(c[1])?;
-        let late: i64 = r.get(c[2])?;
-        by_thread
-            .entry(thread)
-            .or_insert_with(|| Column::new(buckets))
-            .add(wakeup, late);
-    }
+    let t = TableReader::open(run, &tables::LATENCY)
+        .ok_or_else(|| wrong_kind(run, "the run has no LAT wakeups"))?;
+    let mut by_thread: std::collections::BTreeMap<i32, Column> = Default::default();
+    t.scan::<ExportError>(&["thread", "wakeup", "lateness_ns"], |b| {
+        let (th, k, late) = (b.i32s("thread")?, b.i64s("wakeup")?, b.i64s("lateness_ns")?);
+        for i in 0..b.len() {
+            by_thread
+                .entry(th[i])
+                .or_insert_with(|| Column::new(buckets))
+                .add(k[i] as u64, late[i]);
+        }
+        Ok(())
+    })?;
     Ok(Histogram {
         columns: by_thread.into_values().collect(),
     })
@@ -208,7 +211,13 @@ fn lat(run: &RunReader, buckets: usize) -> Result<Histogram, ExportError> {
 /// Writes the histogram of `run` to `path` atomically (an existing file is refused).
 pub fn write(run: &RunReader, path: &Path, buckets: usize, view: View) -> Result<(), ExportError> {
     let h = histogram(run, buckets, view)?;
-    write_atomic(path, |w| w.write_all(h.render().as_bytes()))
+    write_atomic(path, |w| {
+        w.write_all(h.render().as_bytes())
+            .map_err(|source| ExportError::Write {
+                path: path.to_path_buf(),
+                source,
+            })
+    })
 }
 
 #[cfg(test)]

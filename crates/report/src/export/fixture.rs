@@ -1,10 +1,75 @@
 //! Synthetic run directories with known contents and a known clock, for the exports' tests
-//! (unit tests here and the command's integration tests). Not part of the stable API.
+//! (unit tests here and the command's integration tests), in either run format: format 2
+//! stores the tables in Parquet, format 1 in CSV. Not part of the stable API.
 
 use sandglass::clock::{Anchor, Calibration, ClockPair, CounterInfo, CounterKind};
-use sandglass::store::{FileEntry, Manifest, RunDir, RunState, Tool, SCHEMA_VERSION};
+use sandglass::store::table::{tables, Kind, Limits, Table, TableWriter};
+use sandglass::store::{FileEntry, Manifest, RunDir, RunState, Tool};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+
+/// The run format a fixture is written in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// Tables as CSV files, as sandglass wrote them before run format 2.
+    V1,
+    /// Tables as Parquet segments.
+    V2,
+}
+
+/// The table a file of a run of `kind` holds, with its format-1 format name.
+fn table_of(kind: &str, name: &str) -> Option<(&'static Table, &'static str)> {
+    Some(match (kind, name) {
+        ("timer", "samples.csv") => (&tables::TIMER_SAMPLES, "sandglass-timer-samples-csv/1"),
+        ("timer", "timeline.csv") => (&tables::TIMER_TIMELINE, "sandglass-timer-timeline-csv/1"),
+        ("noise", "interruptions.csv") => (
+            &tables::NOISE_INTERRUPTIONS,
+            "sandglass-interruptions-csv/1",
+        ),
+        ("noise", "timeline.csv") => (&tables::NOISE_TIMELINE, "sandglass-noise-timeline-csv/1"),
+        ("hourglass", "trace.csv") => (&tables::TRACE, "sandglass-trace-csv/1"),
+        ("hourglass", "latency.csv") => (&tables::LATENCY, "sandglass-latency-csv/1"),
+        ("hourglass", "jobs.csv") => (&tables::JOBS, "sandglass-jobs-csv/1"),
+        _ => return None,
+    })
+}
+
+/// Writes the CSV text `csv` of `table` as Parquet segments into `run`.
+fn parquet_of(run: &RunDir, table: &'static Table, csv: &str) -> Result<Vec<FileEntry>, String> {
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap_or("").split(',').collect();
+    let cols: Vec<usize> = table
+        .columns
+        .iter()
+        .map(|c| {
+            header
+                .iter()
+                .position(|h| *h == c.name)
+                .ok_or_else(|| format!("no column {} in the fixture", c.name))
+        })
+        .collect::<Result<_, _>>()?;
+    let mut w =
+        TableWriter::create(run.path(), table, Limits::default()).map_err(|e| e.to_string())?;
+    for line in lines.filter(|l| !l.trim().is_empty()) {
+        let f: Vec<&str> = line.split(',').collect();
+        let b = w.row();
+        for (i, (c, &k)) in table.columns.iter().zip(&cols).enumerate() {
+            let v = f.get(k).copied().unwrap_or("");
+            let int = || {
+                v.parse::<i64>()
+                    .map_err(|_| format!("'{v}' in column {}", c.name))
+            };
+            match c.kind {
+                Kind::I32 => b.push_i32(i, int()? as i32),
+                Kind::I64 => b.push_i64(i, int()?),
+                Kind::Bool => b.push_bool(i, v == "1" || v == "true"),
+                Kind::Text => b.push_text(i, &v.as_bytes().to_vec().into()),
+            }
+        }
+        w.end_row(0).map_err(|e| e.to_string())?;
+    }
+    w.finish(0).map_err(|e| e.to_string())
+}
 
 /// Counter ticks per second of CLOCK_MONOTONIC_RAW in the synthetic clock.
 pub const FREQUENCY_HZ: f64 = 2_500_000_000.0;
@@ -54,27 +119,51 @@ pub fn clock() -> serde_json::Value {
     })
 }
 
-/// Writes a finished run of `kind` at `dir` with `files` (name, contents) and `summary`
-/// (written as `summary.json`), listed in its manifest with their checksums.
+/// Writes a finished run of `kind` at `dir` in run format 2 with `files` (name, contents) and
+/// `summary` (written as `summary.json`), listed in its manifest with their checksums. A file
+/// that holds one of the kind's tables is given as its format-1 CSV text.
 pub fn write_run(
     dir: &Path,
     kind: &str,
     files: &[(&str, String)],
     summary: &serde_json::Value,
 ) -> Result<PathBuf, String> {
+    write_run_as(dir, kind, files, summary, Format::V2)
+}
+
+/// [`write_run`] in run format `format`.
+pub fn write_run_as(
+    dir: &Path,
+    kind: &str,
+    files: &[(&str, String)],
+    summary: &serde_json::Value,
+    format: Format,
+) -> Result<PathBuf, String> {
     let run = RunDir::create(Some(dir), Path::new("."), kind).map_err(|e| e.to_string())?;
     let mut entries: Vec<FileEntry> = Vec::new();
     let text = serde_json::to_vec_pretty(summary).unwrap_or_default();
-    let mut all: Vec<(&str, Vec<u8>)> = vec![("summary.json", text)];
-    all.extend(files.iter().map(|(n, t)| (*n, t.as_bytes().to_vec())));
-    for (name, data) in all {
-        let e = run
-            .write_file(name, &data, "test/1", "synthetic")
-            .map_err(|e| e.to_string())?;
-        entries.push(e);
+    entries.push(
+        run.write_file("summary.json", &text, "test/1", "synthetic")
+            .map_err(|e| e.to_string())?,
+    );
+    for (name, data) in files {
+        match (table_of(kind, name), format) {
+            (Some((table, _)), Format::V2) => entries.extend(parquet_of(&run, table, data)?),
+            (Some((_, csv_format)), Format::V1) => entries.push(
+                run.write_file(name, data.as_bytes(), csv_format, "synthetic")
+                    .map_err(|e| e.to_string())?,
+            ),
+            (None, _) => entries.push(
+                run.write_file(name, data.as_bytes(), "test/1", "synthetic")
+                    .map_err(|e| e.to_string())?,
+            ),
+        }
     }
     let m = Manifest {
-        schema_version: SCHEMA_VERSION,
+        schema_version: match format {
+            Format::V1 => 1,
+            Format::V2 => 2,
+        },
         id: run.id().to_string(),
         kind: kind.to_string(),
         tool: Tool {
@@ -114,6 +203,15 @@ pub fn timer_samples() -> Vec<(u64, u64, i64, i64, bool)> {
 
 /// A timer run with `samples` on CPUs 1 and 2.
 pub fn timer_run(dir: &Path, samples: &[(u64, u64, i64, i64, bool)]) -> Result<PathBuf, String> {
+    timer_run_as(dir, samples, Format::V2)
+}
+
+/// [`timer_run`] in run format `format`.
+pub fn timer_run_as(
+    dir: &Path,
+    samples: &[(u64, u64, i64, i64, bool)],
+    format: Format,
+) -> Result<PathBuf, String> {
     let mut csv = String::from("cpu,release,release_ns,lateness_ns,missed\n");
     for (cpu, k, rel, late, missed) in samples {
         let _ = writeln!(csv, "{cpu},{k},{rel},{late},{}", u8::from(*missed));
@@ -127,11 +225,20 @@ pub fn timer_run(dir: &Path, samples: &[(u64, u64, i64, i64, bool)]) -> Result<P
             "count": samples.iter().filter(|s| s.0 == *c).count(),
         })).collect::<Vec<_>>(),
     });
-    write_run(dir, "timer", &[("samples.csv", csv)], &summary)
+    write_run_as(dir, "timer", &[("samples.csv", csv)], &summary, format)
 }
 
 /// A noise run with interruptions `(cpu, start_ns, duration_ns)`.
 pub fn noise_run(dir: &Path, list: &[(u64, u64, u64)]) -> Result<PathBuf, String> {
+    noise_run_as(dir, list, Format::V2)
+}
+
+/// [`noise_run`] in run format `format`.
+pub fn noise_run_as(
+    dir: &Path,
+    list: &[(u64, u64, u64)],
+    format: Format,
+) -> Result<PathBuf, String> {
     let mut csv = String::from("cpu,start_ns,duration_ns\n");
     for (cpu, s, d) in list {
         let _ = writeln!(csv, "{cpu},{s},{d}");
@@ -144,7 +251,13 @@ pub fn noise_run(dir: &Path, list: &[(u64, u64, u64)]) -> Result<PathBuf, String
             "cpu": c, "thread": i, "tid": 2000 + i,
         })).collect::<Vec<_>>(),
     });
-    write_run(dir, "noise", &[("interruptions.csv", csv)], &summary)
+    write_run_as(
+        dir,
+        "noise",
+        &[("interruptions.csv", csv)],
+        &summary,
+        format,
+    )
 }
 
 /// Hourglass trace rows `(thread, cpu, start_counter, end_counter, end_reason)`; `*_ns` are
@@ -165,6 +278,16 @@ pub fn hourglass_run(
     rows: &[(u64, u64, u64, u64, &str)],
     extra: &[(&str, String)],
 ) -> Result<PathBuf, String> {
+    hourglass_run_as(dir, rows, extra, Format::V2)
+}
+
+/// [`hourglass_run`] in run format `format`.
+pub fn hourglass_run_as(
+    dir: &Path,
+    rows: &[(u64, u64, u64, u64, &str)],
+    extra: &[(&str, String)],
+    format: Format,
+) -> Result<PathBuf, String> {
     let mut files = vec![("trace.csv", trace_csv(rows))];
     files.extend(extra.iter().map(|(n, t)| (*n, t.clone())));
     let summary = serde_json::json!({
@@ -173,5 +296,5 @@ pub fn hourglass_run(
             {"thread": 1, "tid": 3001, "workload": "CPU"},
         ],
     });
-    write_run(dir, "hourglass", &files, &summary)
+    write_run_as(dir, "hourglass", &files, &summary, format)
 }

@@ -147,70 +147,6 @@ impl Table {
             fields,
         })
     }
-
-    pub(crate) fn len(&self) -> usize {
-        self.rows.len()
-    }
-}
-
-/// Streams the data rows of the run file `name` without keeping them: for each row, the
-/// columns `names` parsed as integers (an empty field is `None`), in that order. For files too
-/// large to hold as a [`Table`], such as the samples of an hour's run.
-pub(crate) fn scan<const N: usize>(
-    run: &RunReader,
-    name: &str,
-    names: [&str; N],
-    mut f: impl FnMut([Option<i64>; N]),
-) -> Result<(), ExportError> {
-    let text = run.read_text(name)?;
-    let path = run.path().join(name);
-    let mut lines = text.lines();
-    let header: Vec<&str> = match lines.next() {
-        Some(h) => h.split(',').map(str::trim).collect(),
-        None => {
-            return Err(ExportError::Format {
-                path,
-                line: 1,
-                message: "the file is empty (no header row)".into(),
-            })
-        }
-    };
-    let mut cols = [0usize; N];
-    for (slot, n) in cols.iter_mut().zip(names) {
-        *slot = header
-            .iter()
-            .position(|c| *c == n)
-            .ok_or_else(|| ExportError::Format {
-                path: path.clone(),
-                line: 1,
-                message: format!("no column '{n}' in the header ({})", header.join(",")),
-            })?;
-    }
-    let mut fields: Vec<&str> = Vec::with_capacity(header.len());
-    for (i, line) in lines.enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        fields.clear();
-        fields.extend(line.split(',').map(str::trim));
-        let mut values = [None; N];
-        for ((v, &c), n) in values.iter_mut().zip(&cols).zip(names) {
-            let field = fields.get(c).copied().ok_or_else(|| ExportError::Format {
-                path: path.clone(),
-                line: i + 2,
-                message: format!("missing column '{n}'"),
-            })?;
-            if !field.is_empty() {
-                *v = Some(field.parse().map_err(|_| ExportError::Format {
-                    path: path.clone(),
-                    line: i + 2,
-                    message: format!("'{field}' in column '{n}' is not a valid integer"),
-                })?);
-            }
-        }
-        f(values);
-    }
-    Ok(())
 }
 
 /// One row of a [`Table`].
@@ -305,10 +241,11 @@ pub(crate) fn must_not_exist(path: &Path) -> Result<(), ExportError> {
 }
 
 /// Writes a file atomically: `write` fills a temporary file beside `path` (`.NAME.tmp`), which
-/// is flushed to disk and renamed to `path`. An existing `path` is refused.
+/// is flushed to disk and renamed to `path`. An existing `path` is refused; on any error the
+/// temporary file is removed and nothing is left behind.
 pub fn write_atomic<F>(path: &Path, write: F) -> Result<(), ExportError>
 where
-    F: FnOnce(&mut dyn Write) -> std::io::Result<()>,
+    F: FnOnce(&mut dyn Write) -> Result<(), ExportError>,
 {
     must_not_exist(path)?;
     let err = |source| ExportError::Write {
@@ -330,19 +267,18 @@ where
     };
     let tmp = parent.join(format!(".{name}.tmp"));
     let result = (|| {
-        let f = std::fs::File::create(&tmp)?;
-        let mut w = std::io::BufWriter::new(f);
+        let f = std::fs::File::create(&tmp).map_err(err)?;
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
         write(&mut w)?;
-        let f = w.into_inner().map_err(|e| e.into_error())?;
-        f.sync_all()?;
+        let f = w.into_inner().map_err(|e| err(e.into_error()))?;
+        f.sync_all().map_err(err)?;
         drop(f);
-        std::fs::rename(&tmp, path)
+        std::fs::rename(&tmp, path).map_err(err)
     })();
-    if let Err(e) = result {
+    if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
-        return Err(err(e));
     }
-    Ok(())
+    result
 }
 
 /// The kernel events of a run, when it has [`KERNEL_EVENTS_FILE`]: `(ts_ns on

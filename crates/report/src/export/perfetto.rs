@@ -17,7 +17,8 @@
 //! counter ticks at `frequency_hz`. Kernel events recorded on CLOCK_MONOTONIC therefore line up
 //! with the trace without any offset (tested).
 
-use super::{cpu_threads, kernel_events, write_atomic, wrong_kind, ExportError, Table};
+use super::{cpu_threads, kernel_events, write_atomic, wrong_kind, ExportError};
+use sandglass::store::table::{tables, TableReader};
 use sandglass::store::RunReader;
 use std::io::{self, Write};
 use std::path::Path;
@@ -194,94 +195,33 @@ impl Events<'_> {
     }
 }
 
-/// The kinds of rows a run contributes, read (and checked) before anything is written.
-enum Body {
-    Timer {
-        threads: Vec<(u64, u64, i64)>,
-        /// `(cpu, release, release_ns, lateness_ns, missed)`.
-        samples: Vec<(u64, u64, i64, i64, bool)>,
-    },
-    Noise {
-        threads: Vec<(u64, u64, i64)>,
-        /// `(cpu, start_ns, duration_ns)`.
-        list: Vec<(u64, i64, i64)>,
-    },
+/// What a run's trace begins with: its threads and CPUs. The rows themselves stream from the
+/// run's tables as they are written.
+enum Head {
+    /// Timer and noise runs: `(cpu, thread, tid)`.
+    Cpus(Vec<(u64, u64, i64)>),
     Hourglass {
         tids: Vec<(u64, i64)>,
-        /// `(thread, cpu, start_counter, end_counter, end_reason)`.
-        records: Vec<(u64, u64, u64, u64, String)>,
-        /// `(thread, job, deadline_ns)` of missed deadlines.
-        misses: Vec<(u64, u64, i64)>,
+        cpus: Vec<u64>,
     },
 }
 
-fn read_body(run: &RunReader) -> Result<Body, ExportError> {
+fn head(run: &RunReader) -> Result<Head, ExportError> {
     match run.manifest.kind.as_str() {
-        "timer" => {
-            let threads = cpu_threads(run)?;
-            let t = Table::read(run, "samples.csv")?;
-            let c = t.columns(&["cpu", "release", "release_ns", "lateness_ns", "missed"])?;
-            let samples = t
-                .rows()
-                .map(|r| {
-                    Ok((
-                        r.get(c[0])?,
-                        r.get(c[1])?,
-                        r.get(c[2])?,
-                        r.get(c[3])?,
-                        r.get::<u8>(c[4])? != 0,
-                    ))
-                })
-                .collect::<Result<_, ExportError>>()?;
-            Ok(Body::Timer { threads, samples })
-        }
-        "noise" => {
-            let threads = cpu_threads(run)?;
-            let t = Table::read(run, "interruptions.csv")?;
-            let c = t.columns(&["cpu", "start_ns", "duration_ns"])?;
-            let list = t
-                .rows()
-                .map(|r| Ok((r.get(c[0])?, r.get(c[1])?, r.get(c[2])?)))
-                .collect::<Result<_, ExportError>>()?;
-            Ok(Body::Noise { threads, list })
-        }
+        "timer" | "noise" => Ok(Head::Cpus(cpu_threads(run)?)),
         "hourglass" => {
             let tids = super::csv::hourglass_tids(run)?;
-            let t = Table::read(run, "trace.csv")?;
-            let c = t.columns(&[
-                "thread",
-                "cpu",
-                "start_counter",
-                "end_counter",
-                "end_reason",
-            ])?;
-            let records = t
-                .rows()
-                .map(|r| {
-                    Ok((
-                        r.get(c[0])?,
-                        r.get(c[1])?,
-                        r.get(c[2])?,
-                        r.get(c[3])?,
-                        r.text(c[4])?.to_string(),
-                    ))
+            let s = super::summary(run)?;
+            let cpus = s
+                .get("coverage")
+                .and_then(|c| c.as_array())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|c| c.get("cpu").and_then(|v| v.as_u64()))
+                        .collect()
                 })
-                .collect::<Result<_, ExportError>>()?;
-            let mut misses = Vec::new();
-            if run.has("jobs.csv") {
-                let t = Table::read(run, "jobs.csv")?;
-                let c = t.columns(&["thread", "job", "deadline_ns", "outcome"])?;
-                for r in t.rows() {
-                    if r.text(c[3])? == "miss" {
-                        misses.push((r.get(c[0])?, r.get(c[1])?, r.get(c[2])?));
-                    }
-                }
-            }
-            Ok(Body::Hourglass {
-                tids,
-                records,
-                misses,
-            })
+                .unwrap_or_default();
+            Ok(Head::Hourglass { tids, cpus })
         }
         other => Err(wrong_kind(
             run,
@@ -292,113 +232,170 @@ fn read_body(run: &RunReader) -> Result<Body, ExportError> {
     }
 }
 
+fn output_error(source: io::Error) -> ExportError {
+    ExportError::Write {
+        path: Path::new("the Perfetto output").to_path_buf(),
+        source,
+    }
+}
+
 /// Writes `run` as trace-event JSON to `out`.
 pub fn write_to(run: &RunReader, out: &mut dyn Write) -> Result<(), ExportError> {
     let clock = ClockMap::of(run)?;
-    let body = read_body(run)?;
+    let head = head(run)?;
     let kernel = kernel_events(run)?;
-    emit(run, &clock, &body, &kernel, out).map_err(|source| ExportError::Write {
-        path: Path::new("the Perfetto output").to_path_buf(),
-        source,
-    })
+    emit(run, &clock, &head, &kernel, out)
 }
 
 /// Writes `run` as trace-event JSON to `path` atomically (an existing file is refused).
 pub fn write(run: &RunReader, path: &Path) -> Result<(), ExportError> {
     let clock = ClockMap::of(run)?;
-    let body = read_body(run)?;
+    let head = head(run)?;
     let kernel = kernel_events(run)?;
-    write_atomic(path, |w| emit(run, &clock, &body, &kernel, w))
+    write_atomic(path, |w| emit(run, &clock, &head, &kernel, w))
+}
+
+fn table<'r>(
+    run: &'r RunReader,
+    t: &'static sandglass::store::table::Table,
+) -> Result<TableReader<'r>, ExportError> {
+    TableReader::open(run, t)
+        .ok_or_else(|| wrong_kind(run, format!("the run has no {} table", t.stem)))
 }
 
 fn emit(
     run: &RunReader,
     clock: &ClockMap,
-    body: &Body,
+    head: &Head,
     kernel: &[(u64, u64, String, u64)],
     out: &mut dyn Write,
-) -> io::Result<()> {
+) -> Result<(), ExportError> {
     use serde_json::json;
-    let mut ev = Events::start(out, run)?;
+    let mut ev = Events::start(out, run).map_err(output_error)?;
     let title = format!("sandglass {} {}", run.manifest.kind, run.manifest.id);
     let mut cpus: Vec<u64> = kernel.iter().map(|k| k.1).collect();
     let mut cpu_names: Vec<(u64, String)> = Vec::new();
-    match body {
-        Body::Timer { threads, .. } | Body::Noise { threads, .. } => {
+    match head {
+        Head::Cpus(threads) => {
             for (cpu, thread, tid) in threads {
                 cpus.push(*cpu);
                 cpu_names.push((*cpu, format!("CPU {cpu} (thread {thread}, tid {tid})")));
             }
         }
-        Body::Hourglass { tids, records, .. } => {
-            ev.process(RUN_PID, &title, 0)?;
-            let mut threads: Vec<u64> = tids.iter().map(|t| t.0).collect();
-            threads.extend(records.iter().map(|r| r.0));
-            threads.sort_unstable();
-            threads.dedup();
-            for t in threads {
-                let tid = tids.iter().find(|x| x.0 == t).map_or(0, |x| x.1);
-                ev.thread(RUN_PID, t, &format!("thread {t} (tid {tid})"))?;
+        Head::Hourglass { tids, cpus: c } => {
+            ev.process(RUN_PID, &title, 0).map_err(output_error)?;
+            for (t, tid) in tids {
+                ev.thread(RUN_PID, *t, &format!("thread {t} (tid {tid})"))
+                    .map_err(output_error)?;
             }
-            cpus.extend(records.iter().map(|r| r.1));
+            cpus.extend(c.iter().copied());
         }
     }
     cpus.sort_unstable();
     cpus.dedup();
-    ev.process(CPU_PID, "CPUs", 1)?;
+    ev.process(CPU_PID, "CPUs", 1).map_err(output_error)?;
     for cpu in &cpus {
         let name = cpu_names
             .iter()
             .find(|n| n.0 == *cpu)
             .map_or_else(|| format!("CPU {cpu}"), |n| n.1.clone());
-        ev.thread(CPU_PID, *cpu, &name)?;
+        ev.thread(CPU_PID, *cpu, &name).map_err(output_error)?;
     }
-    match body {
-        Body::Timer { samples, .. } => {
-            for (cpu, release, rel_ns, late, missed) in samples {
-                let at = clock.run_to_monotonic_ns(*rel_ns);
-                let args = json!({ "release": release, "lateness_ns": late });
-                if *missed {
-                    ev.instant(CPU_PID, *cpu, "timer", "missed release", at, args)?;
-                } else {
-                    let end = clock.run_to_monotonic_ns(rel_ns + late);
-                    ev.complete(CPU_PID, *cpu, "timer", "wakeup", at, end, args)?;
-                }
-            }
-        }
-        Body::Noise { list, .. } => {
-            for (cpu, start, dur) in list {
-                let a = clock.run_to_monotonic_ns(*start);
-                let b = clock.run_to_monotonic_ns(start + dur);
-                let args = json!({ "duration_ns": dur });
-                ev.complete(CPU_PID, *cpu, "noise", "interruption", a, b, args)?;
-            }
-        }
-        Body::Hourglass {
-            records, misses, ..
-        } => {
-            for (thread, cpu, a, b, why) in records {
-                let (a, b) = (
-                    clock.counter_to_monotonic_ns(*a),
-                    clock.counter_to_monotonic_ns(*b),
+    match run.manifest.kind.as_str() {
+        "timer" => {
+            let cols = ["cpu", "release", "release_ns", "lateness_ns", "missed"];
+            table(run, &tables::TIMER_SAMPLES)?.scan::<ExportError>(&cols, |b| {
+                let (cpu, release) = (b.i32s("cpu")?, b.i64s("release")?);
+                let (rel_ns, late, missed) = (
+                    b.i64s("release_ns")?,
+                    b.i64s("lateness_ns")?,
+                    b.bools("missed")?,
                 );
-                let args = json!({ "cpu": cpu, "end_reason": why });
-                ev.complete(RUN_PID, *thread, "trace", "running", a, b, args)?;
-                let args = json!({ "thread": thread, "end_reason": why });
-                ev.complete(
-                    CPU_PID,
-                    *cpu,
-                    "trace",
-                    &format!("thread {thread}"),
-                    a,
-                    b,
-                    args,
-                )?;
-            }
-            for (thread, job, deadline) in misses {
-                let at = clock.run_to_monotonic_ns(*deadline);
-                let args = json!({ "job": job });
-                ev.instant(RUN_PID, *thread, "jobs", "deadline miss", at, args)?;
+                for i in 0..b.len() {
+                    let at = clock.run_to_monotonic_ns(rel_ns[i]);
+                    let args = json!({ "release": release[i], "lateness_ns": late[i] });
+                    let cpu = cpu[i] as u64;
+                    if missed[i] {
+                        ev.instant(CPU_PID, cpu, "timer", "missed release", at, args)
+                    } else {
+                        let end = clock.run_to_monotonic_ns(rel_ns[i] + late[i]);
+                        ev.complete(CPU_PID, cpu, "timer", "wakeup", at, end, args)
+                    }
+                    .map_err(output_error)?;
+                }
+                Ok(())
+            })?;
+        }
+        "noise" => {
+            let cols = ["cpu", "start_ns", "duration_ns"];
+            table(run, &tables::NOISE_INTERRUPTIONS)?.scan::<ExportError>(&cols, |b| {
+                let (cpu, start, dur) =
+                    (b.i32s("cpu")?, b.i64s("start_ns")?, b.i64s("duration_ns")?);
+                for i in 0..b.len() {
+                    let a = clock.run_to_monotonic_ns(start[i]);
+                    let z = clock.run_to_monotonic_ns(start[i] + dur[i]);
+                    let args = json!({ "duration_ns": dur[i] });
+                    ev.complete(CPU_PID, cpu[i] as u64, "noise", "interruption", a, z, args)
+                        .map_err(output_error)?;
+                }
+                Ok(())
+            })?;
+        }
+        _ => {
+            let cols = [
+                "thread",
+                "cpu",
+                "start_counter",
+                "end_counter",
+                "end_reason",
+            ];
+            table(run, &tables::TRACE)?.scan::<ExportError>(&cols, |b| {
+                let (th, cpu) = (b.i32s("thread")?, b.i32s("cpu")?);
+                let (a, z, why) = (
+                    b.i64s("start_counter")?,
+                    b.i64s("end_counter")?,
+                    b.texts("end_reason")?,
+                );
+                for i in 0..b.len() {
+                    let (thread, cpu) = (th[i] as u64, cpu[i] as u64);
+                    let (a, z) = (
+                        clock.counter_to_monotonic_ns(a[i] as u64),
+                        clock.counter_to_monotonic_ns(z[i] as u64),
+                    );
+                    let why = why[i].as_utf8().unwrap_or("?");
+                    let args = json!({ "cpu": cpu, "end_reason": why });
+                    ev.complete(RUN_PID, thread, "trace", "running", a, z, args)
+                        .map_err(output_error)?;
+                    let args = json!({ "thread": thread, "end_reason": why });
+                    ev.complete(
+                        CPU_PID,
+                        cpu,
+                        "trace",
+                        &format!("thread {thread}"),
+                        a,
+                        z,
+                        args,
+                    )
+                    .map_err(output_error)?;
+                }
+                Ok(())
+            })?;
+            if let Some(t) = TableReader::open(run, &tables::JOBS) {
+                t.scan::<ExportError>(&["thread", "job", "deadline_ns", "outcome"], |b| {
+                    let (th, job, deadline) =
+                        (b.i32s("thread")?, b.i64s("job")?, b.i64s("deadline_ns")?);
+                    let outcome = b.texts("outcome")?;
+                    for i in 0..b.len() {
+                        if outcome[i].data() != b"miss" {
+                            continue;
+                        }
+                        let at = clock.run_to_monotonic_ns(deadline[i]);
+                        let args = json!({ "job": job[i] });
+                        ev.instant(RUN_PID, th[i] as u64, "jobs", "deadline miss", at, args)
+                            .map_err(output_error)?;
+                    }
+                    Ok(())
+                })?;
             }
         }
     }
@@ -406,12 +403,13 @@ fn emit(
         let at = *ts as i64;
         if *dur > 0 {
             let args = json!({ "dur_ns": dur });
-            ev.complete(CPU_PID, *cpu, "kernel", event, at, at + *dur as i64, args)?;
+            ev.complete(CPU_PID, *cpu, "kernel", event, at, at + *dur as i64, args)
         } else {
-            ev.instant(CPU_PID, *cpu, "kernel", event, at, json!({}))?;
+            ev.instant(CPU_PID, *cpu, "kernel", event, at, json!({}))
         }
+        .map_err(output_error)?;
     }
-    ev.finish()
+    ev.finish().map_err(output_error)
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
-//! The report's plots, built from plain vectors of a run's values, so that each can be checked
-//! on data with a known answer.
+//! The report's plots, built from a run's distributions (value counts, such as a whole-run HDR
+//! histogram) and from bounded streams of its points, so that each can be checked on data with
+//! a known answer and none holds a run's samples.
 //!
 //! Times arrive in nanoseconds and are drawn in the unit their axis title names.
 
@@ -14,29 +15,49 @@ pub const BINS_PER_DECADE: u32 = 10;
 const COLUMNS: usize = 600;
 const ROWS: usize = 260;
 
-/// A named set of values in nanoseconds, such as one CPU's lateness samples.
+/// A named distribution of values in nanoseconds, such as one CPU's lateness.
 pub struct Named {
     pub name: String,
-    pub values: Vec<i64>,
+    pub dist: Distribution,
+}
+
+impl Named {
+    /// The distribution of `values`.
+    pub fn from_values(name: impl Into<String>, values: &[i64]) -> Named {
+        Named {
+            name: name.into(),
+            dist: Distribution::from_samples(values),
+        }
+    }
+
+    /// The distribution an HDR histogram holds (three significant digits).
+    pub fn from_histogram(name: impl Into<String>, h: &sandglass::histo::Histogram<u64>) -> Named {
+        Named {
+            name: name.into(),
+            dist: Distribution::from_histogram(h),
+        }
+    }
+
+    /// Values at zero or below (not drawn on a log axis).
+    pub fn not_positive(&self) -> u64 {
+        self.dist.total() - self.dist.count_above(0)
+    }
 }
 
 /// The log-spaced histogram of the positive values: `(lower edge, count)` in the values'
 /// units, [`BINS_PER_DECADE`] bins per decade, empty bins included between the first and the
 /// last occupied one, and the upper edge of the last bin with a count of zero.
-pub fn log_bins(values: &[i64]) -> Vec<(f64, u64)> {
+pub fn log_bins(d: &Distribution) -> Vec<(f64, u64)> {
     let per = BINS_PER_DECADE as f64;
     let index = |v: i64| ((v as f64).log10() * per + 1e-9).floor() as i64;
-    let positive: Vec<i64> = values.iter().copied().filter(|&v| v > 0).collect();
-    let (Some(lo), Some(hi)) = (
-        positive.iter().copied().min(),
-        positive.iter().copied().max(),
-    ) else {
+    let positive: Vec<(i64, u64)> = d.bins().iter().copied().filter(|&(v, _)| v > 0).collect();
+    let (Some(&(lo, _)), Some(&(hi, _))) = (positive.first(), positive.last()) else {
         return Vec::new();
     };
     let (a, b) = (index(lo), index(hi));
     let mut counts = vec![0u64; (b - a + 1) as usize];
-    for v in positive {
-        counts[(index(v) - a) as usize] += 1;
+    for (v, c) in positive {
+        counts[(index(v) - a) as usize] += c;
     }
     let edge = |k: i64| 10f64.powf(k as f64 / per);
     let mut out: Vec<(f64, u64)> = counts
@@ -57,7 +78,7 @@ pub fn histogram(series: &[Named], scale: f64, x_title: &str, y_title: &str) -> 
     );
     let mut top = 1.0f64;
     for (i, s) in series.iter().enumerate() {
-        let bins = log_bins(&s.values);
+        let bins = log_bins(&s.dist);
         let Some(first) = bins.first() else { continue };
         let mut points = vec![(first.0 / scale, 0.0)];
         for &(edge, count) in &bins {
@@ -76,26 +97,18 @@ pub fn histogram(series: &[Named], scale: f64, x_title: &str, y_title: &str) -> 
     c
 }
 
-/// P(X > x) at each distinct value x of `values`, for the values above zero: the exceedance
+/// P(X > x) at each distinct value x of `d`, for the values above zero: the exceedance
 /// (complementary cumulative) curve, down to the largest value's 1/n.
-pub fn exceedance_points(values: &[i64]) -> Vec<(f64, f64)> {
-    let mut v: Vec<i64> = values.to_vec();
-    v.sort_unstable();
-    let n = v.len() as f64;
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < v.len() {
-        let x = v[i];
-        let mut j = i;
-        while j < v.len() && v[j] == x {
-            j += 1;
-        }
+pub fn exceedance_points(d: &Distribution) -> Vec<(f64, f64)> {
+    let n = d.total() as f64;
+    let mut above = d.total();
+    let mut out = Vec::with_capacity(d.bins().len());
+    for &(x, c) in d.bins() {
         // Samples strictly above x.
-        let above = (v.len() - j) as f64;
+        above -= c;
         if x > 0 {
-            out.push((x as f64, above / n));
+            out.push((x as f64, above as f64 / n));
         }
-        i = j;
     }
     out
 }
@@ -116,14 +129,14 @@ pub fn exceedance(
     );
     let mut least = 1.0f64;
     for (i, s) in series.iter().enumerate() {
-        if s.values.is_empty() {
+        if s.dist.is_empty() {
             continue;
         }
-        let mut pts: Vec<(f64, f64)> = exceedance_points(&s.values)
+        let mut pts: Vec<(f64, f64)> = exceedance_points(&s.dist)
             .into_iter()
             .map(|(x, p)| (x / scale, p))
             .collect();
-        least = least.min(1.0 / s.values.len() as f64);
+        least = least.min(1.0 / s.dist.total() as f64);
         // The curve ends at the maximum, where nothing exceeds: drawn at the axis floor.
         pts = thin_scatter(&pts, Scale::Log, Scale::Log, COLUMNS, ROWS);
         c.series.push(Series {
@@ -160,6 +173,46 @@ pub fn over_time(lines: Vec<Series>, y_title: &str) -> Chart {
     c
 }
 
+/// Whether the interarrival plot's y axis is logarithmic: when the intervals span more than a
+/// factor of 20 (`lo` and `hi` in ns).
+pub fn interarrival_is_log(lo: f64, hi: f64) -> bool {
+    lo > 0.0 && lo.is_finite() && hi / lo > 20.0
+}
+
+/// A stream of `(time, interval)` points in ns reduced, as it arrives, to one point per cell
+/// of the interarrival plot: the time axis spans `[0, end_ns]`, the interval axis `[lo_ns,
+/// hi_ns]` (logarithmic per [`interarrival_is_log`]). Memory is bounded by the plot's cells.
+pub struct InterarrivalGrid {
+    grid: crate::svg::Grid,
+}
+
+impl InterarrivalGrid {
+    pub fn new(end_ns: i64, lo_ns: i64, hi_ns: i64) -> InterarrivalGrid {
+        let log = interarrival_is_log(lo_ns as f64, hi_ns as f64);
+        let y = if log { Scale::Log } else { Scale::Linear };
+        InterarrivalGrid {
+            grid: crate::svg::Grid::new(
+                (0.0, end_ns.max(1) as f64 / 1e9),
+                (lo_ns.max(1) as f64 / 1e3, hi_ns.max(1) as f64 / 1e3),
+                Scale::Linear,
+                y,
+                COLUMNS,
+                ROWS,
+            ),
+        }
+    }
+
+    /// One wakeup at `t_ns` whose interval since the previous one was `d_ns`.
+    pub fn add(&mut self, t_ns: i64, d_ns: i64) {
+        self.grid.add((t_ns as f64 / 1e9, d_ns as f64 / 1e3));
+    }
+
+    /// The points kept, in the plot's units (s, µs).
+    pub fn points(&self) -> Vec<(f64, f64)> {
+        self.grid.points()
+    }
+}
+
 /// The interval between successive wakeups against the time of the wakeup (Jones & Regehr,
 /// Figure 1), one colour per series: `(time in ns, interval in ns)`. The y axis is
 /// logarithmic when the intervals span more than a factor of 20.
@@ -174,7 +227,7 @@ pub fn interarrival(series: Vec<(String, Vec<(i64, i64)>)>) -> Chart {
             }
         }
     }
-    let log = lo.is_finite() && hi / lo > 20.0;
+    let log = interarrival_is_log(lo, hi);
     let y = if log {
         Axis::log("interval since the previous wakeup (µs)")
     } else {
@@ -199,6 +252,72 @@ pub fn interarrival(series: Vec<(String, Vec<(i64, i64)>)>) -> Chart {
         });
     }
     c
+}
+
+/// The interarrival chart of points already reduced by [`InterarrivalGrid`] (in s and µs);
+/// `log` as [`interarrival_is_log`] decided for the grids.
+pub fn interarrival_chart(series: Vec<(String, Vec<(f64, f64)>)>, log: bool) -> Chart {
+    let y = if log {
+        Axis::log("interval since the previous wakeup (µs)")
+    } else {
+        Axis::linear("interval since the previous wakeup (µs)")
+    };
+    let mut c = Chart::new(
+        Axis::linear("time since the start (s)"),
+        y,
+        "interval between successive wakeups over time",
+    );
+    for (i, (name, points)) in series.into_iter().enumerate() {
+        c.series.push(Series {
+            name,
+            style: Style::Points,
+            points,
+            colour: i,
+        });
+    }
+    c
+}
+
+/// The noise timeline built as interruptions stream: a fixed number of slices per CPU.
+pub struct NoiseSlices {
+    width: f64,
+    rows: Vec<(String, Vec<f64>)>,
+}
+
+impl NoiseSlices {
+    /// `columns` slices over `span_ns`, for the rows `labels`.
+    pub fn new(labels: Vec<String>, span_ns: i64, columns: usize) -> NoiseSlices {
+        let columns = columns.max(1);
+        NoiseSlices {
+            width: span_ns.max(1) as f64 / columns as f64,
+            rows: labels
+                .into_iter()
+                .map(|l| (l, vec![0.0; columns]))
+                .collect(),
+        }
+    }
+
+    /// Spreads an interruption of row `row` over the slices it covers.
+    pub fn add(&mut self, row: usize, start: i64, dur: i64) {
+        let Some((_, s)) = self.rows.get_mut(row) else {
+            return;
+        };
+        let width = self.width;
+        let (a, b) = (start.max(0) as f64, (start + dur.max(0)).max(0) as f64);
+        let last = s.len() - 1;
+        let k0 = ((a / width) as usize).min(last);
+        let k1 = ((b / width) as usize).min(last);
+        for (k, slot) in s.iter_mut().enumerate().take(k1 + 1).skip(k0) {
+            let lo = if k == k0 { a } else { k as f64 * width };
+            let hi = if k == k1 { b } else { (k + 1) as f64 * width };
+            *slot += (hi - lo).max(0.0);
+        }
+    }
+
+    /// The chart and the largest share of a slice.
+    pub fn finish(self) -> (Rows, f64) {
+        shaded_rows(self.rows, self.width)
+    }
 }
 
 /// Buffer sizes of the MTTF curves: 1, 2 and 5 times powers of ten from 100 µs to 1 s.
@@ -298,25 +417,17 @@ pub fn noise_rows(
     span_ns: i64,
     columns: usize,
 ) -> (Rows, f64) {
-    let span = span_ns.max(1) as f64;
-    let width = span / columns.max(1) as f64;
-    let mut shares: Vec<(String, Vec<f64>)> = Vec::new();
-    for (label, list) in rows {
-        let mut s = vec![0.0f64; columns.max(1)];
-        for (start, dur) in list {
-            // Spread each interruption over the slices it covers.
-            let (a, b) = (start.max(0) as f64, (start + dur.max(0)).max(0) as f64);
-            let last = s.len() - 1;
-            let k0 = ((a / width) as usize).min(last);
-            let k1 = ((b / width) as usize).min(last);
-            for (k, slot) in s.iter_mut().enumerate().take(k1 + 1).skip(k0) {
-                let lo = if k == k0 { a } else { k as f64 * width };
-                let hi = if k == k1 { b } else { (k + 1) as f64 * width };
-                *slot += (hi - lo).max(0.0);
-            }
+    let mut slices = NoiseSlices::new(rows.iter().map(|r| r.0.clone()).collect(), span_ns, columns);
+    for (i, (_, list)) in rows.iter().enumerate() {
+        for &(start, dur) in list {
+            slices.add(i, start, dur);
         }
-        shares.push((label, s));
     }
+    slices.finish()
+}
+
+fn shaded_rows(shares: Vec<(String, Vec<f64>)>, width: f64) -> (Rows, f64) {
+    let span = width * shares.first().map_or(1, |s| s.1.len()) as f64;
     let top = shares
         .iter()
         .flat_map(|(_, s)| s.iter().copied())
@@ -360,7 +471,7 @@ mod tests {
 
     #[test]
     fn log_bins_count_every_positive_value_once() {
-        let v = [1, 1, 9, 10, 11, 99, 100, 0, -5];
+        let v = Distribution::from_samples(&[1, 1, 9, 10, 11, 99, 100, 0, -5]);
         let b = log_bins(&v);
         let total: u64 = b.iter().map(|x| x.1).sum();
         assert_eq!(total, 7);
@@ -370,12 +481,12 @@ mod tests {
         assert_eq!(b[10], (10.0, 2));
         assert_eq!(b[20], (100.0, 1));
         assert!((b[21].0 - 10f64.powf(2.1)).abs() < 1e-9 && b[21].1 == 0);
-        assert!(log_bins(&[0, -1]).is_empty());
+        assert!(log_bins(&Distribution::from_samples(&[0, -1])).is_empty());
     }
 
     #[test]
     fn exceedance_is_the_share_strictly_above() {
-        let p = exceedance_points(&[5, 1, 2, 2, 3]);
+        let p = exceedance_points(&Distribution::from_samples(&[5, 1, 2, 2, 3]));
         assert_eq!(p, vec![(1.0, 0.8), (2.0, 0.4), (3.0, 0.2), (5.0, 0.0)]);
     }
 

@@ -24,12 +24,13 @@ pub mod page;
 mod sections;
 pub mod study;
 
-use crate::export::{scan, summary, ExportError};
+use crate::export::{summary, ExportError};
 use crate::svg::{Marker, Series, Style};
 use figures::Named;
 use page::{Page, Plot};
 use sandglass::analysis::distribution::Distribution;
 use sandglass::analysis::worst_case::{self, UsagePattern, WorstCaseConfig};
+use sandglass::store::table::{tables, TableReader};
 use sandglass::store::RunReader;
 use sandglass::Nanos;
 use std::collections::BTreeMap;
@@ -71,56 +72,67 @@ fn time(ns: u64) -> String {
     Nanos(ns).to_string()
 }
 
-/// Per CPU, from `samples.csv`: the lateness of every release, and `(wakeup, interval)` for
-/// every wakeup after the first (a missed release shares the wakeup of the one before it).
-pub(crate) struct TimerSamples {
-    pub lateness: BTreeMap<u64, Vec<i64>>,
-    pub intervals: BTreeMap<u64, Vec<(i64, i64)>>,
-}
+/// Per CPU, the interval between successive wakeups against the wakeup's time, streamed from
+/// the samples table and reduced to the plot's cells (a missed release shares the wakeup of
+/// the one before it); with whether the interval axis is logarithmic.
+/// Points per CPU, named.
+type Scatter = Vec<(String, Vec<(f64, f64)>)>;
 
-/// The error for a run file with an empty field where every row has a value.
-fn empty_field(r: &RunReader, file: &str) -> ExportError {
-    ExportError::Format {
-        path: r.path().join(file),
-        line: 0,
-        message: "a row has an empty field".into(),
-    }
-}
-
-pub(crate) fn timer_samples(r: &RunReader) -> Result<TimerSamples, ExportError> {
-    let mut out = TimerSamples {
-        lateness: BTreeMap::new(),
-        intervals: BTreeMap::new(),
-    };
-    let mut last: BTreeMap<u64, i64> = BTreeMap::new();
-    let mut missing = false;
-    scan(
-        r,
-        "samples.csv",
-        ["cpu", "release_ns", "lateness_ns", "missed"],
-        |[cpu, release, late, missed]| {
-            let (Some(cpu), Some(release), Some(late), Some(missed)) = (cpu, release, late, missed)
-            else {
-                missing = true;
-                return;
-            };
-            let cpu = cpu as u64;
-            out.lateness.entry(cpu).or_default().push(late);
-            if missed == 0 {
-                let wake = release + late;
-                if let Some(prev) = last.insert(cpu, wake) {
-                    out.intervals
-                        .entry(cpu)
-                        .or_default()
-                        .push((wake, wake - prev));
+fn interarrival(
+    r: &RunReader,
+    s: &sandglass::timer::TimerResult,
+) -> Result<(Scatter, bool), ExportError> {
+    let lo = s
+        .cpus
+        .iter()
+        .filter_map(|c| c.interval_ns.as_ref().map(|i| i.min))
+        .min()
+        .unwrap_or(1) as i64;
+    let hi = s
+        .cpus
+        .iter()
+        .filter_map(|c| c.interval_ns.as_ref().map(|i| i.max))
+        .max()
+        .unwrap_or(1) as i64;
+    let end = s.run.elapsed_ns.max(s.run.duration_ns.0) as i64;
+    let log = figures::interarrival_is_log(lo as f64, hi as f64);
+    let mut grids: BTreeMap<i32, (figures::InterarrivalGrid, Option<i64>)> = BTreeMap::new();
+    if let Some(t) = TableReader::open(r, &tables::TIMER_SAMPLES) {
+        t.scan::<ExportError>(&["cpu", "release_ns", "lateness_ns", "missed"], |b| {
+            let (cpu, rel) = (b.i32s("cpu")?, b.i64s("release_ns")?);
+            let (late, missed) = (b.i64s("lateness_ns")?, b.bools("missed")?);
+            for i in 0..b.len() {
+                if missed[i] {
+                    continue;
+                }
+                let (grid, last) = grids
+                    .entry(cpu[i])
+                    .or_insert_with(|| (figures::InterarrivalGrid::new(end, lo, hi), None));
+                let wake = rel[i] + late[i];
+                if let Some(prev) = last.replace(wake) {
+                    grid.add(wake, wake - prev);
                 }
             }
-        },
-    )?;
-    if missing {
-        return Err(empty_field(r, "samples.csv"));
+            Ok(())
+        })?;
     }
-    Ok(out)
+    Ok((
+        grids
+            .into_iter()
+            .map(|(cpu, (g, _))| (format!("CPU {cpu}"), g.points()))
+            .collect(),
+        log,
+    ))
+}
+
+/// Each CPU's whole-run distribution (three significant digits).
+fn distributions(r: &RunReader) -> Result<Vec<Named>, ExportError> {
+    let totals = sandglass::store::data::totals(r)?;
+    Ok(totals
+        .cpus
+        .iter()
+        .map(|(cpu, t)| Named::from_histogram(format!("CPU {cpu}"), &t.main))
+        .collect())
 }
 
 /// The expected worst case per hour, day and week of round-the-clock use, as markers, for
@@ -132,11 +144,10 @@ fn worst_case_markers(series: &[Named], rate_hz: f64) -> (Vec<Marker>, String) {
     };
     let mut best: Option<(i64, String, Vec<Marker>)> = None;
     for s in series {
-        if s.values.is_empty() {
+        if s.dist.is_empty() {
             continue;
         }
-        let d = Distribution::from_samples(&s.values);
-        let Ok(w) = worst_case::analyze(&d, &WorstCaseConfig::new(rate_hz, usage)) else {
+        let Ok(w) = worst_case::analyze(&s.dist, &WorstCaseConfig::new(rate_hz, usage)) else {
             continue;
         };
         let markers: Vec<Marker> = w
@@ -178,7 +189,6 @@ fn worst_case_markers(series: &[Named], rate_hz: f64) -> (Vec<Marker>, String) {
 
 fn timer(r: &RunReader) -> Result<String, ExportError> {
     let s: sandglass::timer::TimerResult = parse(r)?;
-    let data = timer_samples(r)?;
     let m = &r.manifest;
     let mut p = Page::new(
         "timer",
@@ -188,9 +198,9 @@ fn timer(r: &RunReader) -> Result<String, ExportError> {
             s.timer,
             s.interval_ns,
             s.mode,
-            time(s.elapsed_ns),
+            time(s.run.elapsed_ns),
             s.cpus.len(),
-            s.state.name()
+            s.run.state.name()
         ),
     );
     sections::header(&mut p, r);
@@ -238,18 +248,8 @@ fn timer(r: &RunReader) -> Result<String, ExportError> {
     );
     p.text("Lateness is measured from each release time, missed releases included with their true lateness (no coordinated omission).");
 
-    let series: Vec<Named> = data
-        .lateness
-        .iter()
-        .map(|(cpu, v)| Named {
-            name: format!("CPU {cpu}"),
-            values: v.clone(),
-        })
-        .collect();
-    let not_positive: usize = series
-        .iter()
-        .map(|s| s.values.iter().filter(|&&v| v <= 0).count())
-        .sum();
+    let series = distributions(r)?;
+    let not_positive: u64 = series.iter().map(Named::not_positive).sum();
     p.section("Distributions");
     p.figure(
         "latency-histogram",
@@ -279,7 +279,7 @@ fn timer(r: &RunReader) -> Result<String, ExportError> {
     // decade that holds the largest sample are named in the caption instead.
     let largest = series
         .iter()
-        .flat_map(|s| s.values.iter().copied())
+        .filter_map(|s| s.dist.max())
         .max()
         .unwrap_or(0)
         .max(1) as f64;
@@ -307,26 +307,21 @@ fn timer(r: &RunReader) -> Result<String, ExportError> {
     p.section("Over time");
     // Per CPU: each second's largest and median lateness.
     type Seconds = Vec<(f64, f64)>;
-    let mut per_cpu: BTreeMap<i64, (Seconds, Seconds)> = BTreeMap::new();
-    scan(
-        r,
-        "timeline.csv",
-        ["cpu", "second", "p50_ns", "max_ns"],
-        |[cpu, sec, p50, max]| {
-            let (Some(cpu), Some(sec)) = (cpu, sec) else {
-                return;
-            };
-            let e = per_cpu.entry(cpu).or_default();
-            let t = sec as f64 + 0.5;
-            // A second without a release has no figures.
-            if let Some(m) = max {
-                e.0.push((t, m as f64));
+    let mut per_cpu: BTreeMap<i32, (Seconds, Seconds)> = BTreeMap::new();
+    if let Some(t) = TableReader::open(r, &tables::TIMER_TIMELINE) {
+        // One row per CPU and second: a day is 86,400 rows per CPU, thinned when drawn.
+        t.scan::<ExportError>(&["cpu", "second", "p50_ns", "max_ns"], |b| {
+            let (cpu, sec) = (b.i32s("cpu")?, b.i64s("second")?);
+            let (p50, max) = (b.i64s("p50_ns")?, b.i64s("max_ns")?);
+            for i in 0..b.len() {
+                let e = per_cpu.entry(cpu[i]).or_default();
+                let t = sec[i] as f64 + 0.5;
+                e.0.push((t, max[i] as f64));
+                e.1.push((t, p50[i] as f64));
             }
-            if let Some(m) = p50 {
-                e.1.push((t, m as f64));
-            }
-        },
-    )?;
+            Ok(())
+        })?;
+    }
     let mut lines = Vec::new();
     for (i, (cpu, (max, p50))) in per_cpu.into_iter().enumerate() {
         lines.push(Series {
@@ -347,29 +342,21 @@ fn timer(r: &RunReader) -> Result<String, ExportError> {
         "Largest (solid) and median (dashed) lateness in each second of the run, per CPU.",
         plot(figures::over_time(lines, "lateness (µs)")),
     );
+    let (points, log) = interarrival(r, &s)?;
     p.figure(
         "interarrival",
         &format!(
             "The interval between successive wakeups against the time of the wakeup, one dot per wakeup (dots closer than the drawing can separate are drawn once); the timer was set for {}.",
             s.interval_ns
         ),
-        plot(figures::interarrival(
-            data.intervals
-                .iter()
-                .map(|(cpu, v)| (format!("CPU {cpu}"), v.clone()))
-                .collect(),
-        )),
+        plot(figures::interarrival_chart(points, log)),
     );
 
     p.section("Buffering");
-    let dists: Vec<(String, Distribution)> = series
+    let curves: Vec<(String, &Distribution, u32)> = series
         .iter()
-        .filter(|s| !s.values.is_empty())
-        .map(|s| (s.name.clone(), Distribution::from_samples(&s.values)))
-        .collect();
-    let curves: Vec<(String, &Distribution, u32)> = dists
-        .iter()
-        .map(|(n, d)| (format!("{n}, double buffering"), d, 2))
+        .filter(|s| !s.dist.is_empty())
+        .map(|s| (format!("{}, double buffering", s.name), &s.dist, 2))
         .collect();
     p.figure(
         "mttf",
@@ -377,8 +364,8 @@ fn timer(r: &RunReader) -> Result<String, ExportError> {
         plot(figures::mttf_curves(&curves)),
     );
 
-    sections::causes(&mut p, s.causes.as_ref());
-    sections::warnings(&mut p, &s.warnings);
+    sections::causes(&mut p, s.run.causes.as_ref());
+    sections::warnings(&mut p, &s.run.warnings);
     sections::footer_sections(&mut p, r);
     Ok(p.finish(&sections::footer(r)))
 }
@@ -396,9 +383,9 @@ fn noise(r: &RunReader) -> Result<String, ExportError> {
         &format!(
             "a polling thread on each of {} CPU(s) for {}; gaps of {} or more count as interruptions; {}",
             s.cpus.len(),
-            s.duration_ns,
-            s.threshold_ns,
-            s.state.name()
+            s.run.duration_ns,
+            Nanos(s.threshold_ns),
+            s.run.state.name()
         ),
     );
     sections::header(&mut p, r);
@@ -439,32 +426,10 @@ fn noise(r: &RunReader) -> Result<String, ExportError> {
         &rows,
         &[],
     );
-    let mut per_cpu: BTreeMap<i64, Vec<(i64, i64)>> = BTreeMap::new();
-    let mut missing = false;
-    scan(
-        r,
-        "interruptions.csv",
-        ["cpu", "start_ns", "duration_ns"],
-        |[cpu, start, dur]| match (cpu, start, dur) {
-            (Some(cpu), Some(start), Some(dur)) => {
-                per_cpu.entry(cpu).or_default().push((start, dur))
-            }
-            _ => missing = true,
-        },
-    )?;
-    if missing {
-        return Err(empty_field(r, "interruptions.csv"));
-    }
-    let series: Vec<Named> = per_cpu
-        .iter()
-        .map(|(cpu, v)| Named {
-            name: format!("CPU {cpu}"),
-            values: v.iter().map(|x| x.1).collect(),
-        })
-        .collect();
+    let series = distributions(r)?;
     let dropped: u64 = s.cpus.iter().map(|c| c.list_dropped).sum();
     let dropped_text = if dropped > 0 {
-        format!(" {dropped} interruption(s) did not fit the list and are in the totals only.")
+        format!(" {dropped} interruption(s) did not reach the store and are in the totals only.")
     } else {
         String::new()
     };
@@ -500,15 +465,27 @@ fn noise(r: &RunReader) -> Result<String, ExportError> {
         .map(|c| c.runtime_ns)
         .max()
         .unwrap_or(0)
-        .max(s.duration_ns.0) as i64;
-    let (rows, top) = figures::noise_rows(
-        per_cpu
-            .into_iter()
-            .map(|(cpu, v)| (format!("CPU {cpu}"), v))
-            .collect(),
-        span,
-        400,
-    );
+        .max(s.run.duration_ns.0) as i64;
+    let labels: Vec<String> = s.cpus.iter().map(|c| format!("CPU {}", c.cpu)).collect();
+    let row_of: BTreeMap<i32, usize> = s
+        .cpus
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (c.cpu as i32, i))
+        .collect();
+    let mut slices = figures::NoiseSlices::new(labels, span, 400);
+    if let Some(t) = TableReader::open(r, &tables::NOISE_INTERRUPTIONS) {
+        t.scan::<ExportError>(&["cpu", "start_ns", "duration_ns"], |b| {
+            let (cpu, start, dur) = (b.i32s("cpu")?, b.i64s("start_ns")?, b.i64s("duration_ns")?);
+            for i in 0..b.len() {
+                if let Some(&row) = row_of.get(&cpu[i]) {
+                    slices.add(row, start[i], dur[i]);
+                }
+            }
+            Ok(())
+        })?;
+    }
+    let (rows, top) = slices.finish();
     p.figure(
         "noise-timeline",
         &format!(
@@ -518,8 +495,8 @@ fn noise(r: &RunReader) -> Result<String, ExportError> {
         ),
         Plot::Rows(rows),
     );
-    sections::causes(&mut p, s.causes.as_ref());
-    sections::warnings(&mut p, &s.warnings);
+    sections::causes(&mut p, s.run.causes.as_ref());
+    sections::warnings(&mut p, &s.run.warnings);
     sections::footer_sections(&mut p, r);
     Ok(p.finish(&sections::footer(r)))
 }
@@ -533,9 +510,9 @@ fn hourglass(r: &RunReader, o: &Options) -> Result<String, ExportError> {
         &format!(
             "{} thread(s) for {}; gaps of {} or more count as preemptions; {}",
             s.threads.len(),
-            s.duration_ns,
+            s.run.duration_ns,
             Nanos(s.gap.threshold_ns),
-            s.state.name()
+            s.run.state.name()
         ),
     );
     sections::header(&mut p, r);
@@ -580,21 +557,7 @@ fn hourglass(r: &RunReader, o: &Options) -> Result<String, ExportError> {
         &rows,
         &[1],
     );
-    let mut per_thread: BTreeMap<u64, Vec<(i64, i64)>> = BTreeMap::new();
-    let mut missing = false;
-    scan(
-        r,
-        "trace.csv",
-        ["thread", "start_ns", "end_ns"],
-        |[th, a, b]| match (th, a, b) {
-            (Some(th), Some(a), Some(b)) => per_thread.entry(th as u64).or_default().push((a, b)),
-            _ => missing = true,
-        },
-    )?;
-    if missing {
-        return Err(empty_field(r, "trace.csv"));
-    }
-    let elapsed = s.elapsed_ns.max(s.duration_ns.0) as i64;
+    let elapsed = s.run.elapsed_ns.max(s.run.duration_ns.0) as i64;
     let (from, len) = match o.window {
         Some((a, l)) => (a.0 as i64, l.0 as i64),
         None => (0, DEFAULT_WINDOW.0 as i64),
@@ -610,6 +573,25 @@ fn hourglass(r: &RunReader, o: &Options) -> Result<String, ExportError> {
         });
     }
     let to = (from + len).min(elapsed.max(from + 1));
+    // The trace is in order of start: only the window is read.
+    let mut per_thread: BTreeMap<u64, Vec<(i64, i64)>> = BTreeMap::new();
+    if let Some(t) = TableReader::open(r, &tables::TRACE) {
+        t.scan_while::<ExportError>(&["thread", "start_ns", "end_ns"], |b| {
+            let (th, a, e) = (b.i32s("thread")?, b.i64s("start_ns")?, b.i64s("end_ns")?);
+            for i in 0..b.len() {
+                if a[i] > to {
+                    return Ok(false);
+                }
+                if e[i] >= from {
+                    per_thread
+                        .entry(th[i] as u64)
+                        .or_default()
+                        .push((a[i], e[i]));
+                }
+            }
+            Ok(true)
+        })?;
+    }
     p.section("Execution");
     let labels: BTreeMap<u64, String> = s
         .threads
@@ -641,25 +623,24 @@ fn hourglass(r: &RunReader, o: &Options) -> Result<String, ExportError> {
         ),
         Plot::Rows(figures::timeline(rows, from, to, "thread")),
     );
-    if r.has("jobs.csv") {
-        let mut lat: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
-        scan(
-            r,
-            "jobs.csv",
-            ["thread", "release_ns", "first_run_ns"],
-            |[th, rel, first]| {
-                // A job that never ran has no first run.
-                if let (Some(th), Some(rel), Some(first)) = (th, rel, first) {
-                    lat.entry(th).or_default().push(first - rel);
-                }
-            },
-        )?;
+    if let Some(t) = TableReader::open(r, &tables::JOBS) {
+        let mut lat: BTreeMap<i32, sandglass::histo::Histogram<u64>> = BTreeMap::new();
+        t.scan::<ExportError>(&["thread", "release_ns", "first_run_ns"], |b| {
+            let (th, rel, first) = (
+                b.i32s("thread")?,
+                b.i64s("release_ns")?,
+                b.i64s("first_run_ns")?,
+            );
+            for i in 0..b.len() {
+                lat.entry(th[i])
+                    .or_insert_with(sandglass::engine::record::new_histogram)
+                    .saturating_record((first[i] - rel[i]).max(0) as u64);
+            }
+            Ok(())
+        })?;
         let series: Vec<Named> = lat
-            .into_iter()
-            .map(|(th, v)| Named {
-                name: format!("thread {th}"),
-                values: v,
-            })
+            .iter()
+            .map(|(th, h)| Named::from_histogram(format!("thread {th}"), h))
             .collect();
         p.figure(
             "latency-histogram",
@@ -672,8 +653,8 @@ fn hourglass(r: &RunReader, o: &Options) -> Result<String, ExportError> {
             )),
         );
     }
-    sections::causes(&mut p, s.causes.as_ref());
-    sections::warnings(&mut p, &s.warnings);
+    sections::causes(&mut p, s.run.causes.as_ref());
+    sections::warnings(&mut p, &s.run.warnings);
     sections::footer_sections(&mut p, r);
     Ok(p.finish(&sections::footer(r)))
 }

@@ -4,29 +4,29 @@
 use super::figures::{self, Named};
 use super::page::{Page, Plot};
 use super::sections;
-use crate::export::{scan, ExportError};
+use crate::export::ExportError;
 use sandglass::analysis::distribution::Distribution;
+use sandglass::engine::record::new_histogram;
 use sandglass::store::RunReader;
 use sandglass::study::run::{CellState, StudyOutcome};
 use std::collections::BTreeMap;
 
-/// One measure's completed cells, grouped by load and setting (repetitions pooled).
+/// One measure's completed cells, grouped by load and setting (CPUs and repetitions pooled:
+/// HDR histograms add without loss).
 struct Group {
     name: String,
-    values: Vec<i64>,
+    dist: Distribution,
 }
 
-/// Reads one value column of every completed cell of measure `measure`; `None` when the
+/// The whole-run distributions of every completed cell of measure `measure`; `None` when the
 /// measure's runs are not of `kind`.
 fn groups(
     o: &StudyOutcome,
     measure: usize,
     kind: &str,
-    file: &str,
-    column: &str,
     with_setting: bool,
 ) -> Result<Option<Vec<Group>>, ExportError> {
-    let mut by: BTreeMap<(String, String), Vec<i64>> = BTreeMap::new();
+    let mut by: BTreeMap<(String, String), sandglass::histo::Histogram<u64>> = BTreeMap::new();
     let mut order: Vec<(String, String)> = Vec::new();
     for c in &o.record.cells {
         if c.cell.measure != measure || c.state != CellState::Completed {
@@ -41,20 +41,23 @@ fn groups(
         if !by.contains_key(&key) {
             order.push(key.clone());
         }
-        let v = by.entry(key).or_default();
-        scan(&r, file, [column], |[x]| v.extend(x))?;
+        let pooled = sandglass::store::data::totals(&r)?.pooled();
+        let _ = by.entry(key).or_insert_with(new_histogram).add(&pooled);
     }
     Ok(Some(
         order
             .into_iter()
             .map(|k| {
-                let values = by.remove(&k).unwrap_or_default();
+                let dist = by
+                    .remove(&k)
+                    .map(|h| Distribution::from_histogram(&h))
+                    .unwrap_or_else(|| Distribution::from_samples(&[]));
                 let name = if with_setting {
                     format!("{}, {}", k.0, k.1)
                 } else {
                     k.0
                 };
-                Group { name, values }
+                Group { name, dist }
             })
             .collect(),
     ))
@@ -135,7 +138,7 @@ pub fn page(o: &StudyOutcome) -> Result<String, ExportError> {
     }
     let mut drew = false;
     for (m, label) in &measures {
-        if let Some(gs) = groups(o, *m, "timer", "samples.csv", "lateness_ns", with_setting)? {
+        if let Some(gs) = groups(o, *m, "timer", with_setting)? {
             if gs.is_empty() {
                 continue;
             }
@@ -145,7 +148,7 @@ pub fn page(o: &StudyOutcome) -> Result<String, ExportError> {
                 .iter()
                 .map(|g| Named {
                     name: g.name.clone(),
-                    values: g.values.clone(),
+                    dist: g.dist.clone(),
                 })
                 .collect();
             p.figure(
@@ -173,26 +176,17 @@ pub fn page(o: &StudyOutcome) -> Result<String, ExportError> {
                     Vec::new(),
                 )),
             );
-            let dists: Vec<(String, Distribution)> = gs
+            let curves: Vec<(String, &Distribution, u32)> = gs
                 .iter()
-                .filter(|g| !g.values.is_empty())
-                .map(|g| (g.name.clone(), Distribution::from_samples(&g.values)))
+                .filter(|g| !g.dist.is_empty())
+                .map(|g| (g.name.clone(), &g.dist, 2))
                 .collect();
-            let curves: Vec<(String, &Distribution, u32)> =
-                dists.iter().map(|(n, d)| (n.clone(), d, 2)).collect();
             p.figure(
                 "mttf",
                 "Mean time to buffer underrun against the buffer size for a double-buffered stream woken like this timer, per load (Cota-Robles & Held, §5). Hollow dots are lower bounds where no release was that late.",
                 Plot::Chart(figures::mttf_curves(&curves)),
             );
-        } else if let Some(gs) = groups(
-            o,
-            *m,
-            "noise",
-            "interruptions.csv",
-            "duration_ns",
-            with_setting,
-        )? {
+        } else if let Some(gs) = groups(o, *m, "noise", with_setting)? {
             if gs.is_empty() {
                 continue;
             }
@@ -202,7 +196,7 @@ pub fn page(o: &StudyOutcome) -> Result<String, ExportError> {
                 .iter()
                 .map(|g| Named {
                     name: g.name.clone(),
-                    values: g.values.clone(),
+                    dist: g.dist.clone(),
                 })
                 .collect();
             p.figure(

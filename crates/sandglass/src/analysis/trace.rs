@@ -10,7 +10,7 @@
 //! reschedule interrupt) otherwise.
 
 use crate::engine::EndReason;
-use crate::stats::{self, Summary};
+use crate::stats::{Accumulator, Summary};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -40,15 +40,17 @@ pub struct Switches {
     pub per_cpu: BTreeMap<u32, u64>,
 }
 
-fn by_cpu(records: &[Interval]) -> BTreeMap<u32, Vec<Interval>> {
-    let mut m: BTreeMap<u32, Vec<Interval>> = BTreeMap::new();
-    for r in records {
-        m.entry(r.cpu).or_default().push(*r);
-    }
-    for v in m.values_mut() {
-        v.sort_by_key(|r| (r.start_ns, r.end_ns));
-    }
-    m
+/// How much of a CPU's time the trace accounts for.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Coverage {
+    pub cpu: u32,
+    /// Sum of record durations on this CPU.
+    pub busy_ns: u64,
+    /// The window considered: from the first record's start to the last record's end.
+    pub span_ns: u64,
+    pub share: f64,
+    /// Pairs of consecutive records on this CPU that overlap in time (should be zero).
+    pub overlaps: u64,
 }
 
 /// Bin upper bounds 1, 2, 5, 10, 20, 50 ... ns (a 1-2-5 series), for readable histograms.
@@ -68,83 +70,136 @@ pub fn bin_upper(ns: u64) -> u64 {
     }
 }
 
-/// The context switches in `records`.
-pub fn context_switches(records: &[Interval]) -> Switches {
-    let mut all = Vec::new();
-    let mut vol = Vec::new();
-    let mut invol = Vec::new();
-    let mut per_cpu = BTreeMap::new();
-    for (cpu, recs) in by_cpu(records) {
-        for w in recs.windows(2) {
-            let (a, b) = (w[0], w[1]);
-            if a.thread == b.thread || b.start_ns < a.end_ns {
-                continue;
-            }
-            let gap = (b.start_ns - a.end_ns) as i64;
-            all.push(gap);
-            if a.reason.voluntary() {
-                vol.push(gap);
-            } else {
-                invol.push(gap);
-            }
-            *per_cpu.entry(cpu).or_insert(0u64) += 1;
+/// What is known of one CPU so far.
+#[derive(Clone, Copy, Default)]
+struct CpuState {
+    /// The previous interval: thread, end, reason.
+    last: Option<(u16, u64, EndReason)>,
+    first_start: u64,
+    last_end: u64,
+    busy: u64,
+    overlaps: u64,
+    switches: u64,
+}
+
+/// Context switches and coverage, inferred as intervals arrive in order of start (per CPU), so
+/// that the trace never needs to be in memory. Switch gaps are summarised by [`Accumulator`]:
+/// count, extremes and mean exactly, percentiles to three significant digits.
+pub struct TraceInference {
+    cpus: BTreeMap<u32, CpuState>,
+    all: Accumulator,
+    voluntary: Accumulator,
+    involuntary: Accumulator,
+    bins: BTreeMap<u64, u64>,
+}
+
+impl Default for TraceInference {
+    fn default() -> Self {
+        TraceInference::new()
+    }
+}
+
+impl TraceInference {
+    pub fn new() -> TraceInference {
+        TraceInference {
+            cpus: BTreeMap::new(),
+            all: Accumulator::new(),
+            voluntary: Accumulator::new(),
+            involuntary: Accumulator::new(),
+            bins: BTreeMap::new(),
         }
     }
-    let mut hist: BTreeMap<u64, u64> = BTreeMap::new();
-    for &g in &all {
-        *hist.entry(bin_upper(g.max(0) as u64)).or_insert(0) += 1;
-    }
-    Switches {
-        count: all.len() as u64,
-        voluntary: vol.len() as u64,
-        involuntary: invol.len() as u64,
-        all: stats::summarize(&mut all),
-        voluntary_gaps: stats::summarize(&mut vol),
-        involuntary_gaps: stats::summarize(&mut invol),
-        histogram: hist.into_iter().collect(),
-        per_cpu,
-    }
-}
 
-/// How much of a CPU's time the trace accounts for.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Coverage {
-    pub cpu: u32,
-    /// Sum of record durations on this CPU.
-    pub busy_ns: u64,
-    /// The window considered: from the first record's start to the last record's end.
-    pub span_ns: u64,
-    pub share: f64,
-    /// Pairs of records on this CPU that overlap in time (should be zero).
-    pub overlaps: u64,
-}
-
-/// Coverage and overlap check per CPU.
-pub fn coverage(records: &[Interval]) -> Vec<Coverage> {
-    by_cpu(records)
-        .into_iter()
-        .map(|(cpu, recs)| {
-            let busy: u64 = recs.iter().map(|r| r.end_ns - r.start_ns).sum();
-            let first = recs.iter().map(|r| r.start_ns).min().unwrap_or(0);
-            let last = recs.iter().map(|r| r.end_ns).max().unwrap_or(0);
-            let overlaps = recs
-                .windows(2)
-                .filter(|w| w[1].start_ns < w[0].end_ns)
-                .count() as u64;
-            let span = last.saturating_sub(first);
-            Coverage {
-                cpu,
-                busy_ns: busy,
-                span_ns: span,
-                share: if span > 0 {
-                    busy as f64 / span as f64
-                } else {
-                    0.0
-                },
-                overlaps,
+    /// The next interval of its CPU in order of start.
+    pub fn add(&mut self, r: &Interval) {
+        let c = self.cpus.entry(r.cpu).or_default();
+        match c.last {
+            None => c.first_start = r.start_ns,
+            Some((thread, end, reason)) => {
+                if r.start_ns < end {
+                    c.overlaps += 1;
+                } else if thread != r.thread {
+                    let gap = (r.start_ns - end) as i64;
+                    self.all.add(gap);
+                    if reason.voluntary() {
+                        self.voluntary.add(gap);
+                    } else {
+                        self.involuntary.add(gap);
+                    }
+                    *self.bins.entry(bin_upper(gap as u64)).or_insert(0) += 1;
+                    c.switches += 1;
+                }
             }
-        })
-        .collect()
+        }
+        c.busy += r.end_ns.saturating_sub(r.start_ns);
+        c.last_end = c.last_end.max(r.end_ns);
+        c.last = Some((r.thread, r.end_ns, r.reason));
+    }
+
+    /// The context switches seen.
+    pub fn switches(&self) -> Switches {
+        Switches {
+            count: self.all.count(),
+            voluntary: self.voluntary.count(),
+            involuntary: self.involuntary.count(),
+            all: self.all.summary(),
+            voluntary_gaps: self.voluntary.summary(),
+            involuntary_gaps: self.involuntary.summary(),
+            histogram: self.bins.iter().map(|(&k, &v)| (k, v)).collect(),
+            per_cpu: self
+                .cpus
+                .iter()
+                .filter(|(_, c)| c.switches > 0)
+                .map(|(&cpu, c)| (cpu, c.switches))
+                .collect(),
+        }
+    }
+
+    /// Coverage and overlaps per CPU.
+    pub fn coverage(&self) -> Vec<Coverage> {
+        self.cpus
+            .iter()
+            .map(|(&cpu, c)| {
+                let span = c.last_end.saturating_sub(c.first_start);
+                Coverage {
+                    cpu,
+                    busy_ns: c.busy,
+                    span_ns: span,
+                    share: if span > 0 {
+                        c.busy as f64 / span as f64
+                    } else {
+                        0.0
+                    },
+                    overlaps: c.overlaps,
+                }
+            })
+            .collect()
+    }
+}
+
+/// The intervals of `records` in order of start per CPU (then end).
+fn sorted(records: &[Interval]) -> Vec<Interval> {
+    let mut v = records.to_vec();
+    v.sort_by_key(|r| (r.cpu, r.start_ns, r.end_ns));
+    v
+}
+
+/// The context switches in `records` (any order).
+pub fn context_switches(records: &[Interval]) -> Switches {
+    let mut t = TraceInference::new();
+    for r in sorted(records) {
+        t.add(&r);
+    }
+    t.switches()
+}
+
+/// Coverage and overlap check per CPU of `records` (any order).
+pub fn coverage(records: &[Interval]) -> Vec<Coverage> {
+    let mut t = TraceInference::new();
+    for r in sorted(records) {
+        t.add(&r);
+    }
+    t.coverage()
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@
 //! sampler cannot say which of several abnormal sources caused a spike, only which ones were
 //! unusual while it happened; `--trace` (tracefs) gives the exact attribution.
 
-use super::sampler::{Interval, Record};
+use super::sampler::Digest;
 use serde::{Deserialize, Serialize};
 
 /// A delay to explain, on CLOCK_MONOTONIC.
@@ -75,122 +75,65 @@ pub struct Explanation {
     pub unexplained_spikes: u64,
 }
 
-fn median(v: &mut [u64]) -> u64 {
-    if v.is_empty() {
-        return 0;
-    }
-    v.sort_unstable();
-    v[v.len() / 2]
-}
-
-/// Median and median absolute deviation.
-fn centre(values: impl Iterator<Item = u64>) -> (u64, u64) {
-    let mut v: Vec<u64> = values.collect();
-    let m = median(&mut v);
-    let mut dev: Vec<u64> = v.iter().map(|&x| x.abs_diff(m)).collect();
-    (m, median(&mut dev))
-}
-
-/// Explains `spikes` (at most `max_spikes`, the largest) with the sampler's `record`; `thread_of`
-/// gives, for a CPU, the index of the measuring thread on it (in `record.spec.tids`), if any.
+/// Explains the largest spikes of `d` (at most `max_spikes`); `thread_of` gives, for a CPU, the
+/// index of the measuring thread on it (in `d.spec.tids`), if any.
 pub fn explain(
-    record: &Record,
-    spikes: &[SpikeAt],
+    d: &Digest,
     max_spikes: usize,
     thread_of: &dyn Fn(usize) -> Option<usize>,
 ) -> Explanation {
-    let iv: Vec<Interval> = super::sampler::intervals(record);
-    let cpus = &record.spec.cpus;
-    // Medians per (kind, source, cpu column).
-    let irq_centre: Vec<Vec<(u64, u64)>> = (0..record.irq_names.len())
-        .map(|s| {
-            (0..cpus.len())
-                .map(|c| centre(iv.iter().map(|i| i.irq[s][c])))
-                .collect()
-        })
-        .collect();
-    let soft_centre: Vec<Vec<(u64, u64)>> = (0..record.softirq_names.len())
-        .map(|s| {
-            (0..cpus.len())
-                .map(|c| centre(iv.iter().map(|i| i.softirq[s][c])))
-                .collect()
-        })
-        .collect();
-    let steal_centre: Vec<(u64, u64)> = (0..cpus.len())
-        .map(|c| centre(iv.iter().map(|i| i.steal[c])))
-        .collect();
-    let ctxt_centre: Vec<(u64, u64)> = (0..record.spec.tids.len())
-        .map(|t| centre(iv.iter().map(|i| i.ctxt[t].1)))
-        .collect();
-    let wait_centre: Vec<(u64, u64)> = (0..record.spec.tids.len())
-        .map(|t| centre(iv.iter().map(|i| i.wait_ns.get(t).copied().unwrap_or(0))))
-        .collect();
+    let cpus = &d.spec.cpus;
     let unusual = |x: u64, (m, s): (u64, u64), margin: u64| x > m + margin.max(4 * s);
-
-    let mut chosen: Vec<SpikeAt> = spikes.to_vec();
-    chosen.sort_by(|a, b| b.size_ns.cmp(&a.size_ns).then(a.at_ns.cmp(&b.at_ns)));
     let mut out = Vec::new();
-    let mut unexplained = 0u64;
-    for sp in chosen {
+    for (sp, i) in d.chosen.iter().take(max_spikes) {
         let Some(c) = cpus.iter().position(|&x| x == sp.cpu) else {
-            unexplained += 1;
             continue;
         };
-        let Some(i) = iv
-            .iter()
-            .find(|i| i.start_ns <= sp.at_ns && sp.at_ns < i.end_ns)
-        else {
-            unexplained += 1;
-            continue;
-        };
-        if out.len() >= max_spikes {
-            continue;
-        }
         let mut abnormal = Vec::new();
-        for (s, name) in record.irq_names.iter().enumerate() {
-            if unusual(i.irq[s][c], irq_centre[s][c], 2) {
+        for (s, name) in d.irq_names.iter().enumerate() {
+            if unusual(i.irq[s][c], d.irq_centre[s][c], 2) {
                 abnormal.push(Abnormal {
                     kind: "irq".into(),
                     name: name.clone(),
                     count: i.irq[s][c],
-                    median: irq_centre[s][c].0,
+                    median: d.irq_centre[s][c].0,
                 });
             }
         }
-        for (s, name) in record.softirq_names.iter().enumerate() {
-            if unusual(i.softirq[s][c], soft_centre[s][c], 2) {
+        for (s, name) in d.softirq_names.iter().enumerate() {
+            if unusual(i.softirq[s][c], d.softirq_centre[s][c], 2) {
                 abnormal.push(Abnormal {
                     kind: "softirq".into(),
                     name: name.clone(),
                     count: i.softirq[s][c],
-                    median: soft_centre[s][c].0,
+                    median: d.softirq_centre[s][c].0,
                 });
             }
         }
-        if unusual(i.steal[c], steal_centre[c], 1) {
+        if unusual(i.steal[c], d.steal_centre[c], 1) {
             abnormal.push(Abnormal {
                 kind: "steal".into(),
                 name: "hypervisor".into(),
                 count: i.steal[c],
-                median: steal_centre[c].0,
+                median: d.steal_centre[c].0,
             });
         }
-        if let Some(t) = thread_of(sp.cpu).filter(|&t| t < record.spec.tids.len()) {
+        if let Some(t) = thread_of(sp.cpu).filter(|&t| t < d.spec.tids.len()) {
             let wait = i.wait_ns.get(t).copied().unwrap_or(0);
-            if unusual(wait, wait_centre[t], 100_000) {
+            if unusual(wait, d.wait_centre[t], 100_000) {
                 abnormal.push(Abnormal {
                     kind: "wait_ns".into(),
                     name: "the measuring thread waited runnable for its CPU".into(),
                     count: wait,
-                    median: wait_centre[t].0,
+                    median: d.wait_centre[t].0,
                 });
             }
-            if unusual(i.ctxt[t].1, ctxt_centre[t], 1) {
+            if unusual(i.ctxt[t].1, d.ctxt_centre[t], 1) {
                 abnormal.push(Abnormal {
                     kind: "preemption".into(),
                     name: "involuntary context switches of the measuring thread".into(),
                     count: i.ctxt[t].1,
-                    median: ctxt_centre[t].0,
+                    median: d.ctxt_centre[t].0,
                 });
             }
         }
@@ -212,39 +155,35 @@ pub fn explain(
         .enumerate()
         .map(|(c, &cpu)| {
             let mut sources: Vec<Total> = Vec::new();
-            for (s, name) in record.irq_names.iter().enumerate() {
-                let n: u64 = iv.iter().map(|i| i.irq[s][c]).sum();
-                if n > 0 {
-                    sources.push(Total {
-                        kind: "irq".into(),
-                        name: name.clone(),
-                        count: n,
-                    });
-                }
-            }
-            for (s, name) in record.softirq_names.iter().enumerate() {
-                let n: u64 = iv.iter().map(|i| i.softirq[s][c]).sum();
-                if n > 0 {
-                    sources.push(Total {
-                        kind: "softirq".into(),
-                        name: name.clone(),
-                        count: n,
-                    });
+            let kinds = [
+                ("irq", &d.irq_names, &d.irq_total),
+                ("softirq", &d.softirq_names, &d.softirq_total),
+            ];
+            for (kind, names, totals) in kinds {
+                for (s, name) in names.iter().enumerate() {
+                    let n = totals[s][c];
+                    if n > 0 {
+                        sources.push(Total {
+                            kind: kind.into(),
+                            name: name.clone(),
+                            count: n,
+                        });
+                    }
                 }
             }
             sources.sort_by(|a, b| b.count.cmp(&a.count).then(a.name.cmp(&b.name)));
             CpuTotals {
                 cpu,
                 sources,
-                steal_ticks: iv.iter().map(|i| i.steal[c]).sum(),
+                steal_ticks: d.steal_total[c],
             }
         })
         .collect();
     Explanation {
-        intervals: iv.len() as u64,
+        intervals: d.intervals,
         totals,
         spikes: out,
-        unexplained_spikes: unexplained,
+        unexplained_spikes: d.unexplained,
     }
 }
 
@@ -254,10 +193,15 @@ mod tests {
     use super::*;
     use crate::causes::procfs::CpuStat;
 
+    fn digest(spikes: &[SpikeAt]) -> Digest {
+        let (spec, irq, soft, snaps) = record();
+        Digest::of(spec, irq, soft, &snaps, spikes)
+    }
+
     /// Twenty 100 ms intervals on CPU 1: 25 timer interrupts and 3 eth0 interrupts each, except
     /// interval 7, where eth0 fires 300 times and the thread is preempted 5 times, and interval
     /// 12, where the hypervisor steals 4 ticks.
-    fn record() -> Record {
+    fn record() -> (SamplerSpec, Vec<String>, Vec<String>, Vec<Snapshot>) {
         let mut snaps = Vec::new();
         let (mut loc, mut eth, mut steal, mut inv, mut wait) = (0u64, 0u64, 0u64, 0u64, 0u64);
         for k in 0..=20u64 {
@@ -278,15 +222,15 @@ mod tests {
             inv += if k == 7 { 5 } else { 0 };
             steal += if k == 12 { 4 } else { 0 };
         }
-        Record {
-            spec: SamplerSpec {
+        (
+            SamplerSpec {
                 cpus: vec![1],
                 tids: vec![99],
             },
-            irq_names: vec!["30 (eth0)".into(), "LOC (Local timer interrupts)".into()],
-            softirq_names: vec!["TIMER".into()],
-            snapshots: snaps,
-        }
+            vec!["30 (eth0)".into(), "LOC (Local timer interrupts)".into()],
+            vec!["TIMER".into()],
+            snaps,
+        )
     }
 
     #[test]
@@ -313,7 +257,7 @@ mod tests {
                 size_ns: 5_000_000,
             },
         ];
-        let e = explain(&record(), &spikes, 10, &|cpu| (cpu == 1).then_some(0));
+        let e = explain(&digest(&spikes), 10, &|cpu| (cpu == 1).then_some(0));
         assert_eq!(e.intervals, 20);
         assert_eq!(e.unexplained_spikes, 1, "the spike after the last snapshot");
         assert_eq!(e.spikes.len(), 3);
@@ -374,7 +318,7 @@ mod tests {
                 size_ns: 1000 + k,
             })
             .collect();
-        let e = explain(&record(), &spikes, 3, &|_| None);
+        let e = explain(&digest(&spikes), 3, &|_| None);
         let sizes: Vec<u64> = e.spikes.iter().map(|s| s.size_ns).collect();
         assert_eq!(sizes, [1009, 1008, 1007]);
         // A CPU that was not sampled cannot be explained.
@@ -383,9 +327,6 @@ mod tests {
             at_ns: 1,
             size_ns: 1,
         }];
-        assert_eq!(
-            explain(&record(), &other, 3, &|_| None).unexplained_spikes,
-            1
-        );
+        assert_eq!(explain(&digest(&other), 3, &|_| None).unexplained_spikes, 1);
     }
 }

@@ -9,6 +9,7 @@ pub mod attribute;
 pub mod explain;
 pub mod procfs;
 pub mod sampler;
+pub mod spikes;
 pub mod tracefs;
 pub mod tracefs_raw;
 pub mod trains;
@@ -21,8 +22,9 @@ pub fn default_sample_hz() -> u32 {
     DEFAULT_SAMPLE_HZ
 }
 
-use explain::{explain, Explanation, SpikeAt};
-use sampler::Record;
+pub use explain::SpikeAt;
+use explain::{explain, Explanation};
+use sampler::Digest;
 use serde::{Deserialize, Serialize};
 use trains::{find_trains, Spike, Train, TrainConfig};
 
@@ -87,7 +89,7 @@ pub struct KernelCauses {
 /// kernel trace, when it has one.
 pub fn attribute_run(
     m: &crate::runner::Measured,
-    spikes: &[(usize, Vec<Spike>)],
+    spikes: &[(usize, &[Spike])],
 ) -> Option<KernelCauses> {
     let k = m.kernel.as_ref()?;
     let zero = m.calibration.to_monotonic(m.start_tick);
@@ -175,6 +177,11 @@ pub fn write_attribution(
     )
 }
 
+/// A CSV field in double quotes, its own quotes doubled.
+fn csv_quote(s: &str) -> String {
+    format!("\"{}\"", s.replace('"', "\"\""))
+}
+
 /// The most spikes explained one by one.
 pub const MAX_EXPLAINED: usize = 20;
 
@@ -206,97 +213,38 @@ pub fn spikes_of(samples: impl Iterator<Item = (i64, i64)>, threshold_ns: u64) -
     out
 }
 
-/// The causes of a run whose spikes per CPU are `spikes` (times from the run's time zero, as
-/// the sampler's); `thread_of` maps a CPU to the index of its measuring thread.
+/// The causes of a run from its spike logs: spikes of at least `threshold_ns` are counted and
+/// searched for periodic trains, and the sampler's digest (when it ran) explains the largest;
+/// `thread_of` maps a CPU to the index of its measuring thread.
 pub fn analyze(
-    record: Option<&Record>,
+    digest: Option<&Digest>,
     sample_hz: u32,
     threshold_ns: u64,
-    spikes: &[(usize, Vec<Spike>)],
+    logs: &[spikes::SpikeLog],
     thread_of: &dyn Fn(usize) -> Option<usize>,
 ) -> Causes {
-    let all: Vec<SpikeAt> = spikes
+    let trains = logs
         .iter()
-        .flat_map(|(cpu, v)| {
-            v.iter().map(move |s| SpikeAt {
-                cpu: *cpu,
-                at_ns: s.at_ns,
-                size_ns: s.size_ns,
-            })
-        })
-        .collect();
-    let trains = spikes
-        .iter()
-        .flat_map(|(cpu, v)| {
-            find_trains(v, &TrainConfig::default())
+        .flat_map(|log| {
+            let cpu = log.cpu();
+            find_trains(&log.kept(threshold_ns), &TrainConfig::default())
                 .into_iter()
-                .map(move |train| CpuTrain { cpu: *cpu, train })
+                .map(move |train| CpuTrain { cpu, train })
         })
         .collect();
+    let explanation = digest.map(|d| {
+        let mut e = explain(d, MAX_EXPLAINED, thread_of);
+        e.spikes.retain(|s| s.size_ns >= threshold_ns);
+        e
+    });
     Causes {
-        sample_hz: if record.is_some() { sample_hz } else { 0 },
+        sample_hz: if digest.is_some() { sample_hz } else { 0 },
         spike_threshold_ns: threshold_ns,
-        spikes: all.len() as u64,
-        explanation: record.map(|r| explain(r, &all, MAX_EXPLAINED, thread_of)),
+        spikes: logs.iter().map(|l| l.count_at_least(threshold_ns)).sum(),
+        explanation,
         trains,
         kernel: None,
     }
-}
-
-/// A CSV field in double quotes, its own quotes doubled.
-fn csv_quote(s: &str) -> String {
-    format!("\"{}\"", s.replace('"', "\"\""))
-}
-
-/// Writes `sampler.csv` into a run directory.
-pub fn write_sampler(
-    dir: &crate::store::RunDir,
-    r: &Record,
-) -> Result<crate::store::FileEntry, crate::store::StoreError> {
-    dir.write_file(
-        "sampler.csv",
-        sampler_csv(r).as_bytes(),
-        "sandglass-sampler-csv/1",
-        "per sampler interval (ns from the run's start) and measured CPU: interrupt and softirq counts, steal ticks; per measuring thread: context switches",
-    )
-}
-
-/// The sampler's intervals as CSV rows (`interval_start_ns,interval_end_ns,cpu,kind,name,count`),
-/// non-zero counts only, for the run directory.
-pub fn sampler_csv(r: &Record) -> String {
-    use std::fmt::Write;
-    let mut out = String::from("interval_start_ns,interval_end_ns,cpu,kind,name,count\n");
-    for i in sampler::intervals(r) {
-        for (c, cpu) in r.spec.cpus.iter().enumerate() {
-            let mut row = |kind: &str, name: &str, n: u64| {
-                if n > 0 {
-                    let _ = writeln!(
-                        out,
-                        "{},{},{cpu},{kind},{},{n}",
-                        i.start_ns,
-                        i.end_ns,
-                        csv_quote(name)
-                    );
-                }
-            };
-            for (s, name) in r.irq_names.iter().enumerate() {
-                row("irq", name, i.irq[s][c]);
-            }
-            for (s, name) in r.softirq_names.iter().enumerate() {
-                row("softirq", name, i.softirq[s][c]);
-            }
-            row("steal_ticks", "hypervisor", i.steal[c]);
-        }
-        for (t, tid) in r.spec.tids.iter().enumerate() {
-            let (vol, inv) = i.ctxt[t];
-            for (kind, n) in [("voluntary_switches", vol), ("involuntary_switches", inv)] {
-                if n > 0 {
-                    let _ = writeln!(out, "{},{},,{kind},\"tid {tid}\",{n}", i.start_ns, i.end_ns);
-                }
-            }
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -5,8 +5,17 @@
 //! A snapshot reads four small files and allocates; it runs on the main thread, never on a
 //! measuring thread, and only between the main thread's waits. Only the measured CPUs' columns
 //! are kept.
+//!
+//! The sampler keeps nothing that grows with the run: each interval's non-zero deltas are
+//! appended to `sampler.csv` as the interval closes, each source's per-interval counts go into a
+//! table of value counts (what the medians of [`super::explain`] need), and only the intervals
+//! that hold the largest spikes are kept, chosen as the spikes arrive ([`Digest`]).
 
+use super::explain::SpikeAt;
 use super::procfs::{self, CpuStat};
+use crate::store::append::AppendFile;
+use crate::store::{FileEntry, StoreError};
+use std::path::Path;
 
 /// What to sample.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,15 +41,6 @@ pub struct Snapshot {
     pub ctxt: Vec<(u64, u64)>,
     /// Time `tids[j]` has waited runnable on a run queue, in ns (0 where unknown).
     pub wait_ns: Vec<u64>,
-}
-
-/// Everything a run's sampler recorded.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Record {
-    pub spec: SamplerSpec,
-    pub irq_names: Vec<String>,
-    pub softirq_names: Vec<String>,
-    pub snapshots: Vec<Snapshot>,
 }
 
 /// The counts of the sources named `names` on `cpus`, from `parsed` whose columns are
@@ -100,36 +100,53 @@ impl Source for Proc {
     }
 }
 
-/// Takes snapshots into a buffer reserved for the whole run.
+/// Takes snapshots during a run and digests them as it goes.
 pub struct Sampler<S: Source> {
     source: S,
-    record: Record,
+    spec: SamplerSpec,
+    irq_names: Vec<String>,
+    softirq_names: Vec<String>,
+    last: Option<Snapshot>,
+    csv: Option<AppendFile>,
+    digest: DigestBuilder,
 }
 
+/// `sampler.csv`'s format.
+pub const CSV_FORMAT: &str = "sandglass-sampler-csv/1";
+const CSV_DESCRIPTION: &str = "per sampler interval (ns from the run's start) and measured CPU: interrupt and softirq counts, steal ticks; per measuring thread: context switches";
+const CSV_HEADER: &str = "interval_start_ns,interval_end_ns,cpu,kind,name,count\n";
+
 impl<S: Source> Sampler<S> {
-    /// A sampler for `spec`, with room for `capacity` snapshots; the source names are those
-    /// present now (a device that appears later is not followed).
-    pub fn new(mut source: S, spec: SamplerSpec, capacity: usize) -> Sampler<S> {
+    /// A sampler for `spec` writing `sampler.csv` into `dir`; the source names are those present
+    /// now (a device that appears later is not followed).
+    pub fn new(source: S, spec: SamplerSpec, dir: &Path) -> Sampler<S> {
+        let mut s = Sampler::without_file(source, spec);
+        s.csv = AppendFile::create(dir, "sampler.csv", CSV_FORMAT, CSV_DESCRIPTION)
+            .and_then(|mut f| f.append(CSV_HEADER.as_bytes()).map(|()| f))
+            .ok();
+        s
+    }
+
+    /// A sampler that writes no file.
+    pub fn without_file(mut source: S, spec: SamplerSpec) -> Sampler<S> {
         let (_, irqs) = procfs::parse_interrupts(&source.interrupts());
         let (_, softirqs) = procfs::parse_softirqs(&source.softirqs());
+        let irq_names: Vec<String> = irqs.into_iter().map(|c| c.name).collect();
+        let softirq_names: Vec<String> = softirqs.into_iter().map(|c| c.name).collect();
+        let digest = DigestBuilder::new(&spec, irq_names.len(), softirq_names.len());
         Sampler {
             source,
-            record: Record {
-                spec,
-                irq_names: irqs.into_iter().map(|c| c.name).collect(),
-                softirq_names: softirqs.into_iter().map(|c| c.name).collect(),
-                snapshots: Vec::with_capacity(capacity),
-            },
+            spec,
+            irq_names,
+            softirq_names,
+            last: None,
+            csv: None,
+            digest,
         }
     }
 
-    /// Takes one snapshot stamped `at_ns` (CLOCK_MONOTONIC). Returns false, taking nothing,
-    /// when the buffer is full.
-    pub fn sample(&mut self, at_ns: u64) -> bool {
-        if self.record.snapshots.len() == self.record.snapshots.capacity() {
-            return false;
-        }
-        let spec = &self.record.spec;
+    fn snapshot(&mut self, at_ns: u64) -> Snapshot {
+        let spec = &self.spec;
         let (icpus, irqs) = procfs::parse_interrupts(&self.source.interrupts());
         let (scpus, softirqs) = procfs::parse_softirqs(&self.source.softirqs());
         let stats = procfs::parse_stat(&self.source.stat());
@@ -153,21 +170,410 @@ impl<S: Source> Sampler<S> {
             .iter()
             .map(|&t| procfs::parse_schedstat_wait(&self.source.schedstat(t)).unwrap_or(0))
             .collect();
-        let snap = Snapshot {
+        Snapshot {
             at_ns,
-            irq: pick(&self.record.irq_names, &spec.cpus, &icpus, &irqs),
-            softirq: pick(&self.record.softirq_names, &spec.cpus, &scpus, &softirqs),
+            irq: pick(&self.irq_names, &spec.cpus, &icpus, &irqs),
+            softirq: pick(&self.softirq_names, &spec.cpus, &scpus, &softirqs),
             stat,
             ctxt,
             wait_ns,
-        };
-        self.record.snapshots.push(snap);
-        true
+        }
     }
 
-    /// What was recorded.
-    pub fn finish(self) -> Record {
-        self.record
+    /// Takes one snapshot stamped `at_ns` (ns from the run's time zero); the interval it closes
+    /// is written to `sampler.csv` and digested.
+    pub fn sample(&mut self, at_ns: u64) -> Result<(), StoreError> {
+        let snap = self.snapshot(at_ns);
+        if let Some(prev) = self.last.take() {
+            let iv = interval(&prev, &snap);
+            if let Some(f) = self.csv.as_mut() {
+                let rows = csv_rows(&self.spec, &self.irq_names, &self.softirq_names, &iv);
+                f.append(rows.as_bytes())?;
+                f.flush()?;
+            }
+            self.digest.add(iv);
+        } else {
+            self.digest.first_ns = Some(at_ns);
+        }
+        self.digest.last_ns = Some(at_ns);
+        self.last = Some(snap);
+        Ok(())
+    }
+
+    /// Spikes found since the last call (in any order): each is explained with the interval
+    /// that holds it, if it ranks among the largest.
+    pub fn note_spikes(&mut self, spikes: &[SpikeAt]) {
+        for s in spikes {
+            self.digest.note(*s);
+        }
+    }
+
+    /// The digest of the whole run, with `sampler.csv`'s manifest entry.
+    pub fn finish(self) -> Result<Digest, StoreError> {
+        let file = self.csv.map(|f| f.finish()).transpose()?;
+        Ok(self
+            .digest
+            .finish(self.spec, self.irq_names, self.softirq_names, file))
+    }
+}
+
+/// The interval between two snapshots (counters that went backwards count zero).
+pub fn interval(a: &Snapshot, b: &Snapshot) -> Interval {
+    let d = |a: u64, b: u64| b.saturating_sub(a);
+    let dd = |a: &[Vec<u64>], b: &[Vec<u64>]| -> Vec<Vec<u64>> {
+        a.iter()
+            .zip(b)
+            .map(|(x, y)| x.iter().zip(y).map(|(&p, &q)| d(p, q)).collect())
+            .collect()
+    };
+    Interval {
+        start_ns: a.at_ns,
+        end_ns: b.at_ns,
+        irq: dd(&a.irq, &b.irq),
+        softirq: dd(&a.softirq, &b.softirq),
+        steal: a
+            .stat
+            .iter()
+            .zip(&b.stat)
+            .map(|(p, q)| d(p.steal, q.steal))
+            .collect(),
+        ctxt: a
+            .ctxt
+            .iter()
+            .zip(&b.ctxt)
+            .map(|(p, q)| (d(p.0, q.0), d(p.1, q.1)))
+            .collect(),
+        wait_ns: a
+            .wait_ns
+            .iter()
+            .zip(&b.wait_ns)
+            .map(|(&p, &q)| d(p, q))
+            .collect(),
+    }
+}
+
+/// A CSV field in double quotes, its own quotes doubled.
+fn csv_quote(s: &str) -> String {
+    format!("\"{}\"", s.replace('"', "\"\""))
+}
+
+/// The rows of `sampler.csv` for one interval: non-zero counts only.
+fn csv_rows(
+    spec: &SamplerSpec,
+    irq_names: &[String],
+    softirq_names: &[String],
+    i: &Interval,
+) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    for (c, cpu) in spec.cpus.iter().enumerate() {
+        let mut row = |kind: &str, name: &str, n: u64| {
+            if n > 0 {
+                let _ = writeln!(
+                    out,
+                    "{},{},{cpu},{kind},{},{n}",
+                    i.start_ns,
+                    i.end_ns,
+                    csv_quote(name)
+                );
+            }
+        };
+        for (s, name) in irq_names.iter().enumerate() {
+            row("irq", name, i.irq[s][c]);
+        }
+        for (s, name) in softirq_names.iter().enumerate() {
+            row("softirq", name, i.softirq[s][c]);
+        }
+        row("steal_ticks", "hypervisor", i.steal[c]);
+    }
+    for (t, tid) in spec.tids.iter().enumerate() {
+        let (vol, inv) = i.ctxt[t];
+        for (kind, n) in [("voluntary_switches", vol), ("involuntary_switches", inv)] {
+            if n > 0 {
+                let _ = writeln!(out, "{},{},,{kind},\"tid {tid}\",{n}", i.start_ns, i.end_ns);
+            }
+        }
+    }
+    out
+}
+
+/// How often each value occurred: exact below 1024, rounded to three significant digits above
+/// (a time in ns waited runnable takes many values), so the table stays small however long the
+/// run.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ValueCounts(std::collections::BTreeMap<u64, u64>);
+
+impl ValueCounts {
+    fn round(v: u64) -> u64 {
+        if v < 1024 {
+            return v;
+        }
+        let digits = v.ilog10();
+        let unit = 10u64.pow(digits.saturating_sub(2));
+        v / unit * unit
+    }
+
+    pub fn add(&mut self, v: u64) {
+        *self.0.entry(Self::round(v)).or_insert(0) += 1;
+    }
+
+    fn total(&self) -> u64 {
+        self.0.values().sum()
+    }
+
+    /// The value at 0-based rank `k` in sorted order.
+    fn at_rank(pairs: impl Iterator<Item = (u64, u64)>, k: u64) -> u64 {
+        let mut seen = 0u64;
+        let mut last = 0;
+        for (v, c) in pairs {
+            last = v;
+            seen += c;
+            if seen > k {
+                return v;
+            }
+        }
+        last
+    }
+
+    /// The median (the upper middle value, as [`crate::stats::median_upper`]) and the median
+    /// absolute deviation from it.
+    pub fn centre(&self) -> (u64, u64) {
+        let n = self.total();
+        if n == 0 {
+            return (0, 0);
+        }
+        let m = Self::at_rank(self.0.iter().map(|(&v, &c)| (v, c)), n / 2);
+        let mut dev: std::collections::BTreeMap<u64, u64> = std::collections::BTreeMap::new();
+        for (&v, &c) in &self.0 {
+            *dev.entry(v.abs_diff(m)).or_insert(0) += c;
+        }
+        (m, Self::at_rank(dev.into_iter(), n / 2))
+    }
+}
+
+/// The intervals kept in case a spike arrives late (at 10 snapshots a second, a minute).
+const RECENT: usize = 600;
+/// Spikes newer than the last snapshot waiting for their interval.
+const PENDING: usize = 1 << 16;
+
+/// Per source and CPU (or thread): the value counts, the medians and the totals.
+struct Counts {
+    irq: Vec<Vec<ValueCounts>>,
+    softirq: Vec<Vec<ValueCounts>>,
+    steal: Vec<ValueCounts>,
+    ctxt: Vec<ValueCounts>,
+    wait: Vec<ValueCounts>,
+    irq_total: Vec<Vec<u64>>,
+    softirq_total: Vec<Vec<u64>>,
+    steal_total: Vec<u64>,
+}
+
+/// What a run's sampling gives the explanation, built as the run goes.
+struct DigestBuilder {
+    counts: Counts,
+    intervals: u64,
+    recent: std::collections::VecDeque<Interval>,
+    pending: Vec<SpikeAt>,
+    /// The largest spikes with their intervals, largest first.
+    chosen: Vec<(SpikeAt, Interval)>,
+    cpus: Vec<usize>,
+    first_ns: Option<u64>,
+    last_ns: Option<u64>,
+    unexplained: u64,
+}
+
+impl DigestBuilder {
+    fn new(spec: &SamplerSpec, irqs: usize, softirqs: usize) -> DigestBuilder {
+        let c = spec.cpus.len();
+        let t = spec.tids.len();
+        DigestBuilder {
+            counts: Counts {
+                irq: vec![vec![ValueCounts::default(); c]; irqs],
+                softirq: vec![vec![ValueCounts::default(); c]; softirqs],
+                steal: vec![ValueCounts::default(); c],
+                ctxt: vec![ValueCounts::default(); t],
+                wait: vec![ValueCounts::default(); t],
+                irq_total: vec![vec![0; c]; irqs],
+                softirq_total: vec![vec![0; c]; softirqs],
+                steal_total: vec![0; c],
+            },
+            intervals: 0,
+            recent: std::collections::VecDeque::with_capacity(RECENT),
+            pending: Vec::new(),
+            chosen: Vec::with_capacity(MAX_CHOSEN + 1),
+            cpus: spec.cpus.clone(),
+            first_ns: None,
+            last_ns: None,
+            unexplained: 0,
+        }
+    }
+
+    fn add(&mut self, iv: Interval) {
+        let k = &mut self.counts;
+        for (s, per_cpu) in iv.irq.iter().enumerate() {
+            for (c, &x) in per_cpu.iter().enumerate() {
+                k.irq[s][c].add(x);
+                k.irq_total[s][c] += x;
+            }
+        }
+        for (s, per_cpu) in iv.softirq.iter().enumerate() {
+            for (c, &x) in per_cpu.iter().enumerate() {
+                k.softirq[s][c].add(x);
+                k.softirq_total[s][c] += x;
+            }
+        }
+        for (c, &x) in iv.steal.iter().enumerate() {
+            k.steal[c].add(x);
+            k.steal_total[c] += x;
+        }
+        for (t, &(_, inv)) in iv.ctxt.iter().enumerate() {
+            k.ctxt[t].add(inv);
+        }
+        for (t, &w) in iv.wait_ns.iter().enumerate() {
+            k.wait[t].add(w);
+        }
+        self.intervals += 1;
+        // Spikes that waited for this interval.
+        let (due, later): (Vec<SpikeAt>, Vec<SpikeAt>) =
+            self.pending.drain(..).partition(|s| s.at_ns < iv.end_ns);
+        self.pending = later;
+        for s in due {
+            self.choose(s, &iv);
+        }
+        if self.recent.len() == RECENT {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(iv);
+    }
+
+    fn note(&mut self, s: SpikeAt) {
+        let sampled = self.cpus.contains(&s.cpu);
+        match (sampled, self.first_ns, self.last_ns) {
+            (true, Some(first), Some(last)) if s.at_ns >= first => {
+                if s.at_ns >= last {
+                    if self.pending.len() < PENDING {
+                        self.pending.push(s);
+                    } else {
+                        self.unexplained += 1;
+                    }
+                } else {
+                    match self
+                        .recent
+                        .iter()
+                        .find(|i| i.start_ns <= s.at_ns && s.at_ns < i.end_ns)
+                        .cloned()
+                    {
+                        Some(iv) => self.choose(s, &iv),
+                        None => self.unexplained += 1,
+                    }
+                }
+            }
+            _ => self.unexplained += 1,
+        }
+    }
+
+    /// Keeps `s` with its interval when it is among the largest spikes so far.
+    fn choose(&mut self, s: SpikeAt, iv: &Interval) {
+        let rank = |a: &SpikeAt| (std::cmp::Reverse(a.size_ns), a.at_ns);
+        if self.chosen.len() == MAX_CHOSEN
+            && self.chosen.last().is_some_and(|(w, _)| rank(w) <= rank(&s))
+        {
+            return;
+        }
+        let at = self.chosen.partition_point(|(x, _)| rank(x) <= rank(&s));
+        self.chosen.insert(at, (s, iv.clone()));
+        self.chosen.truncate(MAX_CHOSEN);
+    }
+
+    fn finish(
+        mut self,
+        spec: SamplerSpec,
+        irq_names: Vec<String>,
+        softirq_names: Vec<String>,
+        file: Option<FileEntry>,
+    ) -> Digest {
+        self.unexplained += self.pending.len() as u64;
+        let k = self.counts;
+        let centre = |v: &[ValueCounts]| v.iter().map(ValueCounts::centre).collect::<Vec<_>>();
+        Digest {
+            intervals: self.intervals,
+            irq_centre: k.irq.iter().map(|v| centre(v)).collect(),
+            softirq_centre: k.softirq.iter().map(|v| centre(v)).collect(),
+            steal_centre: centre(&k.steal),
+            ctxt_centre: centre(&k.ctxt),
+            wait_centre: centre(&k.wait),
+            irq_total: k.irq_total,
+            softirq_total: k.softirq_total,
+            steal_total: k.steal_total,
+            chosen: self.chosen,
+            unexplained: self.unexplained,
+            spec,
+            irq_names,
+            softirq_names,
+            file,
+        }
+    }
+}
+
+/// The most spikes whose intervals are kept for the explanation.
+pub const MAX_CHOSEN: usize = 20;
+
+/// What the explanation needs of a run's sampling: per source and CPU (or thread), the median
+/// and median absolute deviation of its per-interval counts and its total; the largest spikes
+/// with the intervals that hold them; and how many spikes fell outside every interval.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Digest {
+    pub spec: SamplerSpec,
+    pub irq_names: Vec<String>,
+    pub softirq_names: Vec<String>,
+    pub intervals: u64,
+    /// `(median, MAD)` as `irq_centre[source][cpu]`.
+    pub irq_centre: Vec<Vec<(u64, u64)>>,
+    pub softirq_centre: Vec<Vec<(u64, u64)>>,
+    pub steal_centre: Vec<(u64, u64)>,
+    /// Involuntary context switches per thread.
+    pub ctxt_centre: Vec<(u64, u64)>,
+    pub wait_centre: Vec<(u64, u64)>,
+    pub irq_total: Vec<Vec<u64>>,
+    pub softirq_total: Vec<Vec<u64>>,
+    pub steal_total: Vec<u64>,
+    /// The largest spikes (largest first) with their intervals.
+    pub chosen: Vec<(SpikeAt, Interval)>,
+    pub unexplained: u64,
+    /// `sampler.csv`'s manifest entry, when it was written.
+    pub file: Option<FileEntry>,
+}
+
+impl Digest {
+    /// The digest of `snapshots` with `spikes` (all at once, for tests and recorded data).
+    pub fn of(
+        spec: SamplerSpec,
+        irq_names: Vec<String>,
+        softirq_names: Vec<String>,
+        snapshots: &[Snapshot],
+        spikes: &[SpikeAt],
+    ) -> Digest {
+        let mut b = DigestBuilder::new(&spec, irq_names.len(), softirq_names.len());
+        b.first_ns = snapshots.first().map(|s| s.at_ns);
+        b.last_ns = b.first_ns;
+        let mut recent_all = Vec::new();
+        for w in snapshots.windows(2) {
+            let iv = interval(&w[0], &w[1]);
+            b.last_ns = Some(iv.end_ns);
+            recent_all.push(iv.clone());
+            b.add(iv);
+        }
+        for s in spikes {
+            let sampled = spec.cpus.contains(&s.cpu);
+            match recent_all
+                .iter()
+                .find(|i| sampled && i.start_ns <= s.at_ns && s.at_ns < i.end_ns)
+            {
+                Some(iv) => b.choose(*s, iv),
+                None => b.unexplained += 1,
+            }
+        }
+        b.finish(spec, irq_names, softirq_names, None)
     }
 }
 
@@ -185,47 +591,6 @@ pub struct Interval {
     pub ctxt: Vec<(u64, u64)>,
     /// Per thread: time waited runnable on a run queue, in ns.
     pub wait_ns: Vec<u64>,
-}
-
-/// The intervals between consecutive snapshots (counters that went backwards count zero).
-pub fn intervals(r: &Record) -> Vec<Interval> {
-    let d = |a: u64, b: u64| b.saturating_sub(a);
-    let dd = |a: &[Vec<u64>], b: &[Vec<u64>]| -> Vec<Vec<u64>> {
-        a.iter()
-            .zip(b)
-            .map(|(x, y)| x.iter().zip(y).map(|(&p, &q)| d(p, q)).collect())
-            .collect()
-    };
-    r.snapshots
-        .windows(2)
-        .map(|w| {
-            let (a, b) = (&w[0], &w[1]);
-            Interval {
-                start_ns: a.at_ns,
-                end_ns: b.at_ns,
-                irq: dd(&a.irq, &b.irq),
-                softirq: dd(&a.softirq, &b.softirq),
-                steal: a
-                    .stat
-                    .iter()
-                    .zip(&b.stat)
-                    .map(|(p, q)| d(p.steal, q.steal))
-                    .collect(),
-                ctxt: a
-                    .ctxt
-                    .iter()
-                    .zip(&b.ctxt)
-                    .map(|(p, q)| (d(p.0, q.0), d(p.1, q.1)))
-                    .collect(),
-                wait_ns: a
-                    .wait_ns
-                    .iter()
-                    .zip(&b.wait_ns)
-                    .map(|(&p, &q)| d(p, q))
-                    .collect(),
-            }
-        })
-        .collect()
 }
 
 #[cfg(test)]
@@ -297,23 +662,56 @@ pub(crate) mod tests {
             cpus: vec![1],
             tids: vec![1234],
         };
-        let mut sampler = Sampler::new(s, spec, 2);
-        assert!(sampler.sample(1_000_000_000));
-        assert!(sampler.sample(1_100_000_000));
-        assert!(!sampler.sample(1_200_000_000), "the buffer holds two");
-        let r = sampler.finish();
-        assert_eq!(r.irq_names, ["30 (eth0)", "LOC (Local timer interrupts)"]);
-        let iv = intervals(&r);
-        assert_eq!(iv.len(), 1);
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let mut sampler = Sampler::new(s, spec, tmp.path());
+        sampler.sample(1_000_000_000).expect("sample");
+        sampler.note_spikes(&[SpikeAt {
+            cpu: 1,
+            at_ns: 1_050_000_000,
+            size_ns: 500_000,
+        }]);
+        sampler.sample(1_100_000_000).expect("sample");
+        let d = sampler.finish().expect("finish");
+        assert_eq!(d.irq_names, ["30 (eth0)", "LOC (Local timer interrupts)"]);
+        assert_eq!(d.intervals, 1);
         assert_eq!(
-            (iv[0].start_ns, iv[0].end_ns),
-            (1_000_000_000, 1_100_000_000)
+            d.irq_total,
+            vec![vec![300], vec![25]],
+            "CPU 1's column only"
         );
-        assert_eq!(iv[0].irq, vec![vec![300], vec![25]], "CPU 1's column only");
-        assert_eq!(iv[0].softirq, vec![vec![0]]);
-        assert_eq!(iv[0].steal, vec![3]);
-        assert_eq!(iv[0].ctxt, vec![(250, 3)]);
-        assert_eq!(iv[0].wait_ns, vec![2_000_000]);
+        assert_eq!(d.steal_total, vec![3]);
+        assert_eq!(d.chosen.len(), 1);
+        let (spike, iv) = &d.chosen[0];
+        assert_eq!(spike.at_ns, 1_050_000_000);
+        assert_eq!((iv.start_ns, iv.end_ns), (1_000_000_000, 1_100_000_000));
+        assert_eq!(iv.softirq, vec![vec![0]]);
+        assert_eq!(iv.ctxt, vec![(250, 3)]);
+        assert_eq!(iv.wait_ns, vec![2_000_000]);
+        let csv = std::fs::read_to_string(tmp.path().join("sampler.csv")).expect("csv");
+        assert_eq!(
+            csv,
+            "interval_start_ns,interval_end_ns,cpu,kind,name,count\n\
+             1000000000,1100000000,1,irq,\"30 (eth0)\",300\n\
+             1000000000,1100000000,1,irq,\"LOC (Local timer interrupts)\",25\n\
+             1000000000,1100000000,1,steal_ticks,\"hypervisor\",3\n\
+             1000000000,1100000000,,voluntary_switches,\"tid 1234\",250\n\
+             1000000000,1100000000,,involuntary_switches,\"tid 1234\",3\n"
+        );
+        let f = d.file.expect("file entry");
+        assert_eq!(f.sha256, crate::store::sha256_hex(csv.as_bytes()));
+    }
+
+    #[test]
+    fn medians_are_exact_on_small_counts() {
+        let mut v = ValueCounts::default();
+        for x in [3, 3, 3, 300, 4, 2, 3] {
+            v.add(x);
+        }
+        // Sorted 2 3 3 3 3 4 300: median 3; deviations 1 0 0 0 0 1 297: median 0.
+        assert_eq!(v.centre(), (3, 0));
+        let mut w = ValueCounts::default();
+        w.add(123_456);
+        assert_eq!(w.centre(), (123_000, 0));
     }
 
     #[test]
@@ -322,10 +720,11 @@ pub(crate) mod tests {
             cpus: vec![0],
             tids: vec![sandglass_sys::sched::gettid().0],
         };
-        let mut s = Sampler::new(Proc, spec, 4);
-        assert!(s.sample(1) && s.sample(2));
-        let r = s.finish();
-        assert!(!r.irq_names.is_empty());
-        assert_eq!(intervals(&r).len(), 1);
+        let mut s = Sampler::without_file(Proc, spec);
+        s.sample(1).expect("sample");
+        s.sample(2).expect("sample");
+        let d = s.finish().expect("finish");
+        assert!(!d.irq_names.is_empty());
+        assert_eq!(d.intervals, 1);
     }
 }

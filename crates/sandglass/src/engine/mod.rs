@@ -15,17 +15,22 @@
 //! What the hot loop does per iteration: one counter read, one subtraction and comparison for
 //! the gap, one comparison against the next model event, and for scanning models one
 //! read-modify-write of the working set. It allocates nothing, formats nothing and takes no
-//! lock; a trace record costs one atomic increment of the shared cursor and three stores.
+//! lock; a trace record costs three relaxed stores and one release store into the thread's own
+//! ring ([`ring`]), which the main thread drains as the run goes.
 
 pub mod calibrate;
+pub mod merge;
 pub mod mock;
 pub mod record;
+pub mod ring;
 pub mod thread;
 pub mod trace;
 
 pub use record::{GapStats, Progress, TimerStats, Work};
-pub use thread::{run_thread, JobRecord, LatSample, Model, ThreadOutcome, ThreadPlan};
-pub use trace::{EndReason, Record, TraceBuffer};
+pub use thread::{
+    run_thread, JobRecord, LatSample, Model, Outputs, Release, ThreadOutcome, ThreadPlan,
+};
+pub use trace::{EndReason, Record};
 
 /// A monotonic counter that the gap detector polls, in ticks.
 pub trait Clock {

@@ -142,7 +142,7 @@ impl TimerStats {
 
 /// Figures a measuring thread publishes while it runs, for a live display on another CPU.
 /// One writer, relaxed atomics: a reader sees recent values, never torn ones.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Progress {
     /// Wakeups (timer threads) or interruptions (polling threads) so far.
     pub events: AtomicU64,
@@ -150,6 +150,22 @@ pub struct Progress {
     pub missed: AtomicU64,
     /// Largest lateness or interruption so far, in ns.
     pub max_ns: AtomicU64,
+    /// The counter value at which the thread's open execution interval began, the start of
+    /// the next record it will write: 0 while it opens one, `u64::MAX` when it has none (it
+    /// blocked or finished). The main thread orders records of several threads by start with
+    /// it ([`super::merge`]).
+    pub open_since: AtomicU64,
+}
+
+impl Default for Progress {
+    fn default() -> Self {
+        Progress {
+            events: AtomicU64::new(0),
+            missed: AtomicU64::new(0),
+            max_ns: AtomicU64::new(0),
+            open_since: AtomicU64::new(u64::MAX),
+        }
+    }
 }
 
 impl Progress {

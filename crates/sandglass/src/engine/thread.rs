@@ -13,8 +13,11 @@
 //! compares the counter with the earliest pending event.
 
 use super::record::{GapStats, Progress, TimerStats, Work};
-use super::trace::{EndReason, Record, TraceBuffer};
+use super::ring::{Item, Producer};
+use super::trace::{EndReason, Record};
 use super::{Clock, ThreadOps};
+use crate::clock::Timebase;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A thread model in counter ticks (see [`crate::model::Workload`] for the semantics).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,8 +52,8 @@ pub struct ThreadPlan {
     pub gap: u64,
     /// Longest time between two checks of the stop flag while polling.
     pub check_interval: u64,
-    /// Nanoseconds per counter tick, from the calibration before the run, for the histograms.
-    pub ns_per_tick: f64,
+    /// Ticks to nanoseconds, for the histograms (the rate calibrated before the run).
+    pub timebase: Timebase,
 }
 
 /// One job of a PERIODIC thread, or one frame window of a CPU_PERIODIC thread.
@@ -76,13 +79,95 @@ pub struct LatSample {
     pub wakeup: u64,
 }
 
-/// What one thread measured. The vectors are allocated by the caller before the run with the
-/// capacity it expects; the engine never grows them and counts what did not fit.
-#[derive(Clone, Debug, Default)]
+/// One release of a timer thread: when it was due, when the thread woke for it, and whether a
+/// later release was already due at that wakeup (a missed release, recorded with its true
+/// lateness rather than skipped).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Release {
+    pub target: u64,
+    pub wakeup: u64,
+    pub missed: bool,
+}
+
+const FLAG: u64 = 1 << 63;
+
+impl Item for Release {
+    const WORDS: usize = 2;
+    #[inline(always)]
+    fn store(&self, s: &[AtomicU64]) {
+        s[0].store(self.target, Ordering::Relaxed);
+        s[1].store(
+            (self.wakeup & !FLAG) | if self.missed { FLAG } else { 0 },
+            Ordering::Relaxed,
+        );
+    }
+    fn load(s: &[AtomicU64]) -> Self {
+        let w = s[1].load(Ordering::Relaxed);
+        Release {
+            target: s[0].load(Ordering::Relaxed),
+            wakeup: w & !FLAG,
+            missed: w & FLAG != 0,
+        }
+    }
+}
+
+impl Item for LatSample {
+    const WORDS: usize = 2;
+    #[inline(always)]
+    fn store(&self, s: &[AtomicU64]) {
+        s[0].store(self.target, Ordering::Relaxed);
+        s[1].store(self.wakeup, Ordering::Relaxed);
+    }
+    fn load(s: &[AtomicU64]) -> Self {
+        LatSample {
+            target: s[0].load(Ordering::Relaxed),
+            wakeup: s[1].load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl Item for JobRecord {
+    const WORDS: usize = 6;
+    fn store(&self, s: &[AtomicU64]) {
+        s[0].store(self.release, Ordering::Relaxed);
+        s[1].store(self.deadline, Ordering::Relaxed);
+        s[2].store(self.first_run, Ordering::Relaxed);
+        s[3].store(self.end, Ordering::Relaxed);
+        s[4].store(self.received, Ordering::Relaxed);
+        s[5].store(u64::from(self.hit), Ordering::Relaxed);
+    }
+    fn load(s: &[AtomicU64]) -> Self {
+        JobRecord {
+            release: s[0].load(Ordering::Relaxed),
+            deadline: s[1].load(Ordering::Relaxed),
+            first_run: s[2].load(Ordering::Relaxed),
+            end: s[3].load(Ordering::Relaxed),
+            received: s[4].load(Ordering::Relaxed),
+            hit: s[5].load(Ordering::Relaxed) != 0,
+        }
+    }
+}
+
+/// Where a thread sends what it records, one ring per kind of item ([`super::ring`]); a kind
+/// the thread does not make has none.
+#[derive(Default)]
+pub struct Outputs {
+    /// Execution intervals (polling models).
+    pub records: Option<Producer<Record>>,
+    /// Releases (timer threads).
+    pub releases: Option<Producer<Release>>,
+    /// Wakeups (LAT threads).
+    pub lat: Option<Producer<LatSample>>,
+    /// Jobs and frame windows (PERIODIC, CPU_PERIODIC).
+    pub jobs: Option<Producer<JobRecord>>,
+}
+
+/// What one thread measured, beside what it sent to its rings.
+#[derive(Default)]
 pub struct ThreadOutcome {
     /// Poll-loop iterations (counter reads).
     pub iterations: u64,
-    /// Records written to the trace, and records lost because it was full.
+    /// Records sent, and records lost because the ring was full.
     pub records: u64,
     pub dropped: u64,
     /// CPU time received, from the thread's own gap-free intervals.
@@ -96,10 +181,12 @@ pub struct ThreadOutcome {
     pub yields: u64,
     pub hits: u64,
     pub misses: u64,
-    pub jobs: Vec<JobRecord>,
+    /// Jobs sent and jobs lost to a full ring.
+    pub jobs: u64,
     pub jobs_dropped: u64,
-    pub latencies: Vec<LatSample>,
-    pub latencies_dropped: u64,
+    /// Releases or LAT wakeups sent, and those lost to a full ring.
+    pub samples: u64,
+    pub samples_dropped: u64,
     /// Complete passes over the scanned working set (Hourglass §5.2's unit of work).
     pub scan_passes: u64,
     /// True when a stop request, not the finish time, ended the thread.
@@ -108,56 +195,55 @@ pub struct ThreadOutcome {
     pub gaps: Option<Box<GapStats>>,
     /// Lateness and intervals of a `Release` thread.
     pub timer: Option<Box<TimerStats>>,
+    /// The rings the thread writes to.
+    pub outputs: Outputs,
 }
 
 impl ThreadOutcome {
-    /// An outcome with room for `jobs` job records and `latencies` LAT samples. Both vectors
-    /// are written once so their pages are faulted in before the run.
-    pub fn with_capacity(jobs: usize, latencies: usize) -> ThreadOutcome {
-        let mut o = ThreadOutcome {
-            jobs: Vec::with_capacity(jobs),
-            latencies: Vec::with_capacity(latencies),
+    /// An outcome that sends to `outputs`.
+    pub fn new(outputs: Outputs) -> ThreadOutcome {
+        ThreadOutcome {
+            outputs,
             ..ThreadOutcome::default()
-        };
-        let zero_job = JobRecord {
-            release: 0,
-            deadline: 0,
-            first_run: 0,
-            end: 0,
-            received: 0,
-            hit: false,
-        };
-        o.jobs.resize(jobs, zero_job);
-        o.jobs.clear();
-        o.latencies.resize(
-            latencies,
-            LatSample {
-                target: 0,
-                wakeup: 0,
-            },
-        );
-        o.latencies.clear();
-        o
+        }
     }
 
     #[inline]
     fn log_job(&mut self, j: JobRecord) {
-        if self.jobs.len() < self.jobs.capacity() {
-            self.jobs.push(j);
-        } else {
-            self.jobs_dropped += 1;
+        if let Some(p) = self.outputs.jobs.as_mut() {
+            if p.push(&j) {
+                self.jobs += 1;
+            } else {
+                self.jobs_dropped += 1;
+            }
+        }
+    }
+
+    #[inline]
+    fn log_sample<T: Item>(
+        ring: Option<&mut Producer<T>>,
+        item: &T,
+        sent: &mut u64,
+        lost: &mut u64,
+    ) {
+        if let Some(p) = ring {
+            if p.push(item) {
+                *sent += 1;
+            } else {
+                *lost += 1;
+            }
         }
     }
 }
 
-/// Runs one thread from its start to its finish (or a stop request), appending to `trace` and
-/// filling `out`. `work` is what a polling thread does between reads, already allocated and
-/// touched; `progress` receives live figures for a display.
+/// Runs one thread from its start to its finish (or a stop request), sending what it records
+/// to the rings in `out.outputs` and counting the rest in `out`. `work` is what a polling thread
+/// does between reads, already allocated and touched; `progress` receives live figures for a
+/// display.
 pub fn run_thread<C: Clock, O: ThreadOps>(
     plan: &ThreadPlan,
     clock: &C,
     ops: &mut O,
-    trace: &TraceBuffer,
     work: &mut Work,
     out: &mut ThreadOutcome,
     progress: &Progress,
@@ -168,20 +254,21 @@ pub fn run_thread<C: Clock, O: ThreadOps>(
             run_release(plan, period, resync, clock, ops, out, progress)
         }
         (_, Work::None) => {
-            let mut p = Poll::new(plan, trace, progress);
+            let mut p = Poll::new(plan, progress);
             poll::<C, O, 0>(plan, clock, ops, &mut p, &mut [], None, out)
         }
         (_, Work::Scan(ws)) => {
-            let mut p = Poll::new(plan, trace, progress);
+            let mut p = Poll::new(plan, progress);
             poll::<C, O, 1>(plan, clock, ops, &mut p, ws, None, out)
         }
         (_, Work::Memmove { src, dst }) => {
             let len = src.len().min(dst.len());
-            let mut p = Poll::new(plan, trace, progress);
+            let mut p = Poll::new(plan, progress);
             let copy = Some((&src[..len], &mut dst[..len]));
             poll::<C, O, 2>(plan, clock, ops, &mut p, &mut [], copy, out)
         }
     }
+    progress.open_since.store(u64::MAX, Ordering::Release);
 }
 
 /// The state of the gap detector.
@@ -199,13 +286,12 @@ struct Poll<'a> {
     /// When the stop flag is next checked. It moves only when a check runs, so that gaps,
     /// however frequent, cannot postpone it.
     check_at: u64,
-    ns_per_tick: f64,
-    trace: &'a TraceBuffer,
+    timebase: Timebase,
     progress: &'a Progress,
 }
 
 impl<'a> Poll<'a> {
-    fn new(plan: &ThreadPlan, trace: &'a TraceBuffer, progress: &'a Progress) -> Poll<'a> {
+    fn new(plan: &ThreadPlan, progress: &'a Progress) -> Poll<'a> {
         Poll {
             thread: plan.thread,
             gap: plan.gap,
@@ -216,8 +302,7 @@ impl<'a> Poll<'a> {
             open: false,
             pending: EndReason::Preempted,
             check_at: 0,
-            ns_per_tick: plan.ns_per_tick,
-            trace,
+            timebase: plan.timebase,
             progress,
         }
     }
@@ -246,17 +331,24 @@ impl<'a> Poll<'a> {
             end: self.last,
             reason,
         };
-        if self.trace.push(r) {
-            out.records += 1;
-        } else {
-            out.dropped += 1;
+        if let Some(ring) = out.outputs.records.as_mut() {
+            if ring.push(&r) {
+                out.records += 1;
+            } else {
+                out.dropped += 1;
+            }
         }
+        self.progress.open_since.store(u64::MAX, Ordering::Release);
     }
 
-    /// Opens a new interval now, on the CPU the thread is running on.
+    /// Opens a new interval now, on the CPU the thread is running on. While it does, its start
+    /// is published as 0 with a full barrier before the counter is read, so that the main
+    /// thread never takes a record's start for later than it is ([`super::merge`]).
     #[inline]
     fn open_now<C: Clock>(&mut self, clock: &C) {
+        self.progress.open_since.store(0, Ordering::SeqCst);
         let (t, cpu) = clock.now_with_cpu();
+        self.progress.open_since.store(t, Ordering::Release);
         self.exec_start = t;
         self.last = t;
         self.cpu = cpu;
@@ -266,25 +358,30 @@ impl<'a> Poll<'a> {
 
     #[cold]
     #[inline(never)]
-    fn on_gap<C: Clock>(&mut self, now: u64, clock: &C, out: &mut ThreadOutcome) {
-        if self.pending == EndReason::Preempted {
+    fn on_gap<C: Clock>(&mut self, clock: &C, out: &mut ThreadOutcome) {
+        let before = self.last;
+        let preempted = self.pending == EndReason::Preempted;
+        self.close(self.pending, out);
+        self.open_now(clock);
+        if preempted {
             out.preemptions += 1;
             if let Some(g) = out.gaps.as_deref_mut() {
-                // The interruption lasted from the last read before it to the first after it.
-                let ns = (now.wrapping_sub(self.last) as f64 * self.ns_per_tick) as u64;
+                // The interruption lasted from the end of one record to the start of the next,
+                // exactly what the stored trace says.
+                let ns = self
+                    .timebase
+                    .duration_ns(self.exec_start.wrapping_sub(before));
                 g.add(ns);
                 self.progress.publish(g.count, 0, g.max_ns);
             }
         }
-        self.close(self.pending, out);
-        self.open_now(clock);
     }
 
     /// Takes a counter reading: either extends the open interval or detects a gap.
     #[inline(always)]
     fn step<C: Clock>(&mut self, now: u64, clock: &C, out: &mut ThreadOutcome) -> bool {
         if now.wrapping_sub(self.last) > self.gap {
-            self.on_gap(now, clock, out);
+            self.on_gap(clock, out);
             true
         } else {
             self.last = now;
@@ -620,8 +717,8 @@ fn run_release<C: Clock, O: ThreadOps>(
     out: &mut ThreadOutcome,
     progress: &Progress,
 ) {
-    let npt = plan.ns_per_tick;
-    let ns = |ticks: i64| crate::units::round_i64(ticks as f64 * npt);
+    let tb = plan.timebase;
+    let ns = |ticks: i64| tb.signed_ns(ticks);
     let mut stats = out.timer.take().unwrap_or_default();
     let mut pending = Pending::new();
     let mut release = plan.start;
@@ -665,14 +762,17 @@ fn run_release<C: Clock, O: ThreadOps>(
                 missed += 1;
             }
             pending.release(late, first, &mut stats, &mut over);
-            if out.latencies.len() < out.latencies.capacity() {
-                out.latencies.push(LatSample {
-                    target: r,
-                    wakeup: wake,
-                });
-            } else {
-                out.latencies_dropped += 1;
-            }
+            let rel = Release {
+                target: r,
+                wakeup: wake,
+                missed: !first,
+            };
+            ThreadOutcome::log_sample(
+                out.outputs.releases.as_mut(),
+                &rel,
+                &mut out.samples,
+                &mut out.samples_dropped,
+            );
             first = false;
             r += period;
         }
@@ -713,14 +813,16 @@ fn run_lat<C: Clock, O: ThreadOps>(
             break;
         }
         now = clock.now();
-        if out.latencies.len() < out.latencies.capacity() {
-            out.latencies.push(LatSample {
-                target,
-                wakeup: now,
-            });
-        } else {
-            out.latencies_dropped += 1;
-        }
+        let s = LatSample {
+            target,
+            wakeup: now,
+        };
+        ThreadOutcome::log_sample(
+            out.outputs.lat.as_mut(),
+            &s,
+            &mut out.samples,
+            &mut out.samples_dropped,
+        );
         out.iterations += 1;
     }
     out.last = now;
@@ -730,7 +832,78 @@ fn run_lat<C: Clock, O: ThreadOps>(
 mod tests {
     use super::super::mock::Script;
     use super::super::record::{Progress, TimerStats, Work};
+    use super::super::ring::{ring, Consumer};
     use super::*;
+
+    /// What a test run produced: the outcome and everything the thread sent to its rings.
+    struct Ran {
+        o: ThreadOutcome,
+        jobs: Vec<JobRecord>,
+        latencies: Vec<LatSample>,
+        releases: Vec<Release>,
+        timer: Option<Box<TimerStats>>,
+        gaps: Option<Box<GapStats>>,
+    }
+
+    impl std::ops::Deref for Ran {
+        type Target = ThreadOutcome;
+        fn deref(&self) -> &ThreadOutcome {
+            &self.o
+        }
+    }
+
+    struct Consumers {
+        records: Consumer<Record>,
+        releases: Consumer<Release>,
+        lat: Consumer<LatSample>,
+        jobs: Consumer<JobRecord>,
+    }
+
+    /// Rings of `records` records and `samples` of everything else.
+    fn capture(records: usize, samples: usize) -> (Outputs, Consumers) {
+        let (rp, rc) = ring(records);
+        let (tp, tc) = ring(samples);
+        let (lp, lc) = ring(samples);
+        let (jp, jc) = ring(samples);
+        (
+            Outputs {
+                records: Some(rp),
+                releases: Some(tp),
+                lat: Some(lp),
+                jobs: Some(jp),
+            },
+            Consumers {
+                records: rc,
+                releases: tc,
+                lat: lc,
+                jobs: jc,
+            },
+        )
+    }
+
+    fn finish(mut o: ThreadOutcome, mut c: Consumers) -> (Ran, Vec<Record>) {
+        let mut recs = Vec::new();
+        c.records.drain(&mut recs, usize::MAX);
+        let mut jobs = Vec::new();
+        c.jobs.drain(&mut jobs, usize::MAX);
+        let mut latencies = Vec::new();
+        c.lat.drain(&mut latencies, usize::MAX);
+        let mut releases = Vec::new();
+        c.releases.drain(&mut releases, usize::MAX);
+        latencies.extend(releases.iter().map(|r| LatSample {
+            target: r.target,
+            wakeup: r.wakeup,
+        }));
+        let ran = Ran {
+            timer: o.timer.take(),
+            gaps: o.gaps.take(),
+            o,
+            jobs,
+            latencies,
+            releases,
+        };
+        (ran, recs)
+    }
 
     fn plan(model: Model, finish: u64, gap: u64) -> ThreadPlan {
         ThreadPlan {
@@ -740,28 +913,27 @@ mod tests {
             finish,
             gap,
             check_interval: 1_000_000,
-            ns_per_tick: 1.0,
+            timebase: Timebase::new(0, 1.0),
         }
     }
 
-    fn run(plan: &ThreadPlan, script: Script, capacity: usize) -> (ThreadOutcome, Vec<Record>) {
+    fn run(plan: &ThreadPlan, script: Script, capacity: usize) -> (Ran, Vec<Record>) {
         let (clock, mut ops) = script.into_pair();
-        let trace = TraceBuffer::new(capacity);
-        let mut out = ThreadOutcome::with_capacity(64, 64);
+        let (outputs, consumers) = capture(capacity, 64);
+        let mut out = ThreadOutcome::new(outputs);
         run_thread(
             plan,
             &clock,
             &mut ops,
-            &trace,
             &mut Work::None,
             &mut out,
             &Progress::default(),
         );
-        (out, trace.records())
+        finish(out, consumers)
     }
 
     /// PERIODIC 100 ticks in every 400 over ten periods, gap threshold 50.
-    fn periodic_100_in_400(script: Script) -> (ThreadOutcome, Vec<Record>) {
+    fn periodic_100_in_400(script: Script) -> (Ran, Vec<Record>) {
         let m = Model::Periodic {
             amount: 100,
             period: 400,
@@ -1028,18 +1200,21 @@ mod tests {
         assert!((1000..1200).contains(&end), "stopped at {end}");
     }
 
-    /// Runs `plan` with `work` and the given outcome, returning it with the trace.
+    /// Runs `plan` with `work` and the given outcome (rings of `samples` samples), returning it
+    /// with the trace.
     fn run_with(
         plan: &ThreadPlan,
         script: Script,
         work: &mut Work,
         mut out: ThreadOutcome,
-    ) -> (ThreadOutcome, Vec<Record>) {
+        samples: usize,
+    ) -> (Ran, Vec<Record>) {
         let (clock, mut ops) = script.into_pair();
-        let trace = TraceBuffer::new(64);
+        let (outputs, consumers) = capture(64, samples);
+        out.outputs = outputs;
         let progress = Progress::default();
-        run_thread(plan, &clock, &mut ops, &trace, work, &mut out, &progress);
-        (out, trace.records())
+        run_thread(plan, &clock, &mut ops, work, &mut out, &progress);
+        finish(out, consumers)
     }
 
     #[test]
@@ -1049,7 +1224,8 @@ mod tests {
             &plan(Model::Cpu, 1000, 50),
             Script::new(10),
             &mut work,
-            ThreadOutcome::with_capacity(0, 0),
+            ThreadOutcome::default(),
+            64,
         );
         assert_eq!(out.scan_passes, out.iterations / 8);
         let Work::Scan(ws) = work else {
@@ -1065,7 +1241,8 @@ mod tests {
             &plan(Model::Cpu, 1000, 50),
             Script::new(10),
             &mut work,
-            ThreadOutcome::with_capacity(0, 0),
+            ThreadOutcome::default(),
+            64,
         );
         assert_eq!(out.scan_passes, out.iterations);
         let Work::Memmove { src, dst } = work else {
@@ -1074,24 +1251,34 @@ mod tests {
         assert_eq!(src, dst);
     }
 
-    /// Interruptions: the two scripted gaps of 110 and 60 ticks, measured between the reads
-    /// around them.
+    /// Interruptions: the two scripted gaps, measured from the end of the record before them to
+    /// the start of the record after (the read that found the gap, then the read that opened
+    /// the next record: 120 and 70 ticks).
     #[test]
     fn gap_statistics_record_every_interruption() {
-        let mut out = ThreadOutcome::with_capacity(0, 0);
-        out.gaps = Some(Box::default());
+        let out = ThreadOutcome {
+            gaps: Some(Box::default()),
+            ..ThreadOutcome::default()
+        };
         let script = Script::new(10).unavailable(&[(300, 400), (700, 750)]);
-        let (out, _) = run_with(&plan(Model::Cpu, 1000, 50), script, &mut Work::None, out);
+        let (out, _) = run_with(
+            &plan(Model::Cpu, 1000, 50),
+            script,
+            &mut Work::None,
+            out,
+            64,
+        );
         let g = out.gaps.expect("gap statistics");
-        assert_eq!((g.count, g.total_ns, g.max_ns), (2, 170, 110));
+        assert_eq!((g.count, g.total_ns, g.max_ns), (2, 190, 120));
         assert_eq!(g.hist.len(), 2);
-        assert_eq!(g.hist.max(), 110);
+        assert_eq!(g.hist.max(), 120);
     }
 
-    fn timer_outcome(capacity: usize) -> ThreadOutcome {
-        let mut out = ThreadOutcome::with_capacity(0, capacity);
-        out.timer = Some(Box::<TimerStats>::default());
-        out
+    fn timer_outcome() -> ThreadOutcome {
+        ThreadOutcome {
+            timer: Some(Box::<TimerStats>::default()),
+            ..ThreadOutcome::default()
+        }
     }
 
     /// Absolute mode: a release every 1000 ticks for 100 periods; each wakeup is 9 ticks late
@@ -1112,7 +1299,8 @@ mod tests {
             &plan(m, 100_000, 50),
             script,
             &mut Work::None,
-            timer_outcome(200),
+            timer_outcome(),
+            200,
         );
         assert!(recs.is_empty());
         let t = out.timer.expect("timer statistics");
@@ -1133,6 +1321,9 @@ mod tests {
         assert_eq!(late[21], 49_000);
         assert_eq!(late[70], 0);
         assert_eq!(late[71], 10);
+        let missed: Vec<bool> = out.releases.iter().map(|r| r.missed).collect();
+        assert_eq!(missed.iter().filter(|&&m| m).count(), 50);
+        assert!(missed[21..71].iter().all(|&m| m) && !missed[20] && !missed[71]);
         let targets: Vec<u64> = out.latencies.iter().map(|s| s.target).collect();
         assert_eq!(targets, (0..100).map(|k| k * 1000).collect::<Vec<u64>>());
         // Intervals between wakeups: 1000 except around the stall.
@@ -1152,7 +1343,8 @@ mod tests {
             &plan(m, 10_000, 50),
             script,
             &mut Work::None,
-            timer_outcome(64),
+            timer_outcome(),
+            64,
         );
         let targets: Vec<u64> = out.latencies.iter().map(|s| s.target).collect();
         assert_eq!(targets, (0..10).map(|k| k * 1010).collect::<Vec<u64>>());
@@ -1175,7 +1367,8 @@ mod tests {
             &plan(m, 20_000, 50),
             script,
             &mut Work::None,
-            timer_outcome(64),
+            timer_outcome(),
+            64,
         );
         let t = out.timer.expect("timer statistics");
         assert_eq!(t.missed, 5);
@@ -1194,10 +1387,12 @@ mod tests {
             &plan(m, 10_000, 50),
             script,
             &mut Work::None,
-            timer_outcome(10),
+            timer_outcome(),
+            10,
         );
-        assert_eq!(out.latencies.len(), 10);
-        assert_eq!(out.latencies_dropped, 90);
+        assert_eq!(out.latencies.len(), 16);
+        assert_eq!(out.samples_dropped, 84);
+        assert_eq!(out.samples, 16);
         assert_eq!(out.timer.expect("stats").releases, 100);
     }
 }

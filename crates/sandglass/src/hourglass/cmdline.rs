@@ -9,9 +9,12 @@
 //! Parsing is pure: it turns words into an [`HourglassSpec`] or one [`CmdlineError`] whose
 //! message names the option and the fix.
 
+pub use crate::clock::CounterChoice;
 use crate::cpulist::{CpuList, CpuListError};
 use crate::duration::{self, DurationError};
 use crate::model::{TimerError, TimerKind, Workload};
+use crate::plan::{LoadPlan, RunPlan, DEFAULT_SETTLE};
+pub use crate::plan::{Reservation, ThreadSpec};
 use crate::policy::{Policy, PolicyError, DEADLINE_MIN_RUNTIME};
 use crate::units::Nanos;
 use serde::{Deserialize, Serialize};
@@ -26,46 +29,6 @@ pub const DEFAULT_RECORDS: usize = 300_000;
 pub const MAX_RECORDS: usize = 1 << 27;
 /// The most threads one run may create.
 pub const MAX_THREADS: usize = 1024;
-
-/// Which clock the gap detector polls.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CounterChoice {
-    /// The cycle counter when it is constant and non-stop, otherwise CLOCK_MONOTONIC_RAW.
-    #[default]
-    Auto,
-    /// The cycle counter (TSC or CNTVCT), refused when it is not usable.
-    Tsc,
-    /// `clock_gettime(CLOCK_MONOTONIC_RAW)`.
-    Raw,
-}
-
-/// A reservation requested with `-rh` (hard) or `-rs` (soft).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Reservation {
-    pub amount_ns: Nanos,
-    pub period_ns: Nanos,
-    pub soft: bool,
-}
-
-/// One thread, fully resolved.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ThreadSpec {
-    pub index: usize,
-    /// The priority or policy as written (`RTHIGH`, `f:80`), or `NORMAL` by default.
-    pub priority_text: String,
-    /// The policy to apply: the priority's policy, or SCHED_DEADLINE for a reservation.
-    pub policy: Policy,
-    pub reservation: Option<Reservation>,
-    pub workload: Workload,
-    pub timer: TimerKind,
-    /// When the thread starts, from the start of the run (`-s`).
-    pub start_ns: Nanos,
-    /// When the thread finishes, from the start of the run (`-f`, default the run's end).
-    pub finish_ns: Nanos,
-    /// CPUs the thread may run on (`--affinity`); `None` means the default placement.
-    pub affinity: Option<CpuList>,
-}
 
 /// A parsed Hourglass command line.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -95,10 +58,41 @@ pub struct HourglassSpec {
     pub cpu_dma_latency_us: Option<u32>,
     /// `--load`, `--load-cmd`, `--settle`: loads to run around the measurement.
     #[serde(default)]
-    pub loads: crate::runner::LoadPlan,
+    pub loads: LoadPlan,
     /// `--trace`: record kernel events on the measured CPUs and attribute every preemption gap.
     #[serde(default)]
     pub trace: Option<crate::causes::tracefs::TraceOptions>,
+}
+
+impl HourglassSpec {
+    /// The run plan: the threads as given, the trace's records shared by the polling threads'
+    /// rings, the `/proc` sampler at its default rate.
+    pub fn plan(&self) -> RunPlan {
+        RunPlan {
+            kind: "hourglass".into(),
+            threads: self.threads.clone(),
+            duration_ns: self.duration_ns,
+            gap_ns: self.gap_ns,
+            gap_histogram: self.gap_histogram,
+            gap_stats: true,
+            memmove_bytes: 0,
+            ring_records: self.records,
+            counter: self.counter,
+            main_cpu: self.main_cpu,
+            allow_rt_busy: self.allow_rt_busy,
+            cpu_dma_latency_us: self.cpu_dma_latency_us,
+            loads: self.loads.clone(),
+            sample_hz: crate::causes::DEFAULT_SAMPLE_HZ,
+            trace: self.trace,
+            threshold: None,
+            output_dir: self.output_dir.clone(),
+            config: serde_json::json!({
+                "raw_cycles": self.raw_cycles,
+                "records": self.records,
+                "suppress_trace": self.suppress_trace,
+            }),
+        }
+    }
 }
 
 /// What the command line asks for.
@@ -723,11 +717,11 @@ pub fn parse(args: &[String]) -> Result<Command, CmdlineError> {
         trace,
         counter,
         cpu_dma_latency_us,
-        loads: crate::runner::LoadPlan {
+        loads: LoadPlan {
             settle_ns: if load_specs.is_empty() {
                 Nanos::ZERO
             } else {
-                settle.unwrap_or(crate::runner::DEFAULT_SETTLE)
+                settle.unwrap_or(DEFAULT_SETTLE)
             },
             specs: load_specs,
         },

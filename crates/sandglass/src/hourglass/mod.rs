@@ -1,6 +1,5 @@
 //! Hourglass (Regehr, USENIX 2002) on Linux: the command line, the plan, the run and its result.
 
 pub mod cmdline;
-pub mod plan;
 pub mod result;
 pub mod run;

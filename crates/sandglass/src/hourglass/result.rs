@@ -1,25 +1,22 @@
-//! The result of an Hourglass run, in nanoseconds from the start of the run, and the run
-//! directory's data files.
+//! The result of an Hourglass run, in nanoseconds from the start of the run.
 //!
-//! Building the result is pure: counter values become nanoseconds through the calibration taken
-//! around the whole run, records are sorted by start time, and the inferences of
-//! [`crate::analysis::trace`] are applied.
+//! The trace, the LAT wakeups and the jobs go to the run's tables as the run goes
+//! ([`super::run::HourglassSink`]), which also infers the context switches and the coverage and
+//! summarises lateness and response times; building the result takes those summaries and each
+//! thread's own counters.
 
-use super::cmdline::HourglassSpec;
-use super::plan::Placement;
-use crate::analysis::trace::{self, Coverage, Interval, Switches};
+use crate::analysis::trace::{Coverage, Switches};
 use crate::clock::{Calibration, CounterInfo};
 use crate::engine::calibrate::{GapChoice, LoopHistogram};
-use crate::engine::Record;
 use crate::model::{TimerKind, Workload};
+use crate::plan::ThreadSpec;
 use crate::policy::Policy;
-pub use crate::runner::ThreadReport;
-use crate::stats::{self, Summary};
-use crate::store::RunState;
+use crate::result::RunHeader;
+use crate::runner::{Measured, ThreadReport};
+use crate::stats::{Accumulator, Summary};
 use crate::units::Nanos;
 use crate::warning::{Warning, WarningKind};
 use serde::{Deserialize, Serialize};
-use std::fmt::Write as _;
 
 /// The "samples later than" thresholds (Hourglass Table 1's 1, 5, 10 and 50 ms, with finer
 /// ones suited to a modern kernel).
@@ -32,25 +29,6 @@ pub const LATER_THAN_NS: [u64; 8] = [
 pub struct LaterThan {
     pub threshold_ns: u64,
     pub count: u64,
-}
-
-/// One job (PERIODIC) or frame window (CPU_PERIODIC), in ns from the start of the run.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct JobNs {
-    pub release_ns: i64,
-    pub deadline_ns: i64,
-    pub first_run_ns: i64,
-    pub end_ns: i64,
-    pub received_ns: u64,
-    pub hit: bool,
-}
-
-/// One trace record with both its times and its raw counter values.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TraceRow {
-    pub interval: Interval,
-    pub start_counter: u64,
-    pub end_counter: u64,
 }
 
 /// What the run learned about one thread.
@@ -99,30 +77,30 @@ pub struct ThreadResult {
     /// False when the thread did not stop and the watchdog abandoned it.
     pub joined: bool,
     pub error: Option<String>,
-    #[serde(skip)]
-    pub lateness_ns: Vec<i64>,
-    #[serde(skip)]
-    pub jobs: Vec<JobNs>,
 }
 
 /// Trace bookkeeping.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TraceSummary {
+    /// Records written to the trace table.
     pub records: u64,
+    /// Records the threads' rings hold together (`-e`).
     pub capacity: u64,
+    /// Records lost because a ring was full when the main thread fell behind.
     pub dropped: u64,
+    /// Records written after a record that starts later (see [`crate::engine::merge`]).
+    #[serde(default)]
+    pub out_of_order: u64,
 }
+
+/// The version of `summary.json` of Hourglass runs.
+pub const JSON_SCHEMA: &str = "sandglass-hourglass/2";
 
 /// The whole result.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct HourglassResult {
-    pub run_id: String,
-    pub run_dir: String,
-    pub state: RunState,
-    pub end_detail: String,
-    pub duration_ns: Nanos,
-    /// From the run's start to the last counter read of any thread.
-    pub elapsed_ns: u64,
+    #[serde(flatten)]
+    pub run: RunHeader,
     pub counter: CounterInfo,
     pub calibration: Calibration,
     pub gap: GapChoice,
@@ -131,299 +109,181 @@ pub struct HourglassResult {
     pub switches: Switches,
     pub coverage: Vec<Coverage>,
     pub main_cpu: Option<usize>,
-    pub pm_qos_us: Option<u32>,
-    pub memory_locked: bool,
-    pub warnings: Vec<Warning>,
-    /// What each load achieved during the measurement.
-    #[serde(default)]
-    pub loads: Vec<crate::load::LoadReport>,
-    /// The explanation of the longest preemptions by the sampler, and their periodic trains.
-    #[serde(default)]
-    pub causes: Option<crate::causes::Causes>,
-    #[serde(skip)]
-    pub rows: Vec<TraceRow>,
     #[serde(skip)]
     pub loop_histogram: Option<LoopHistogram>,
 }
 
-/// Everything [`build`] needs.
-pub struct RawRun<'a> {
-    pub spec: &'a HourglassSpec,
-    pub placement: &'a Placement,
-    pub counter: CounterInfo,
-    pub calibration: Calibration,
-    pub gap: GapChoice,
-    pub start_tick: u64,
-    pub records: Vec<Record>,
-    pub trace_capacity: usize,
-    pub reports: Vec<ThreadReport>,
-    pub state: RunState,
-    pub end_detail: String,
-    pub warnings: Vec<Warning>,
-    pub loop_histogram: Option<LoopHistogram>,
-    pub run_id: String,
-    pub run_dir: String,
-    pub pm_qos_us: Option<u32>,
-    pub memory_locked: bool,
-    pub loads: Vec<crate::load::LoadReport>,
+/// What the run's sink summarised for one thread.
+#[derive(Clone, Debug, Default)]
+pub struct ThreadSummary {
+    /// LAT: lateness of each wakeup.
+    pub lateness: Option<Accumulator>,
+    /// LAT: wakeups later than each of [`LATER_THAN_NS`].
+    pub later_than: [u64; 8],
+    /// PERIODIC: completion minus release of the jobs that hit.
+    pub response: Option<Accumulator>,
 }
 
-/// Turns counters into nanoseconds and applies the trace inferences.
-pub fn build(raw: RawRun<'_>) -> HourglassResult {
-    let cal = raw.calibration;
-    let t0 = raw.start_tick;
-    let rel = |c: u64| cal.ns_between(t0, c);
-    let rel_u = |c: u64| rel(c).max(0) as u64;
+/// What the run's sink gives the result.
+pub struct Streamed {
+    pub threads: Vec<ThreadSummary>,
+    pub switches: Switches,
+    pub coverage: Vec<Coverage>,
+    pub records: u64,
+    pub out_of_order: u64,
+}
 
-    let mut rows: Vec<TraceRow> = raw
-        .records
-        .iter()
-        .map(|r| TraceRow {
-            interval: Interval {
-                thread: r.thread,
-                cpu: r.cpu,
-                start_ns: rel_u(r.start),
-                end_ns: rel_u(r.end),
-                reason: r.reason,
-            },
-            start_counter: r.start,
-            end_counter: r.end,
-        })
-        .collect();
-    rows.sort_by_key(|r| (r.interval.start_ns, r.interval.thread));
-    let intervals: Vec<Interval> = rows.iter().map(|r| r.interval).collect();
-
-    let mut warnings = raw.warnings;
-    let mut threads = Vec::with_capacity(raw.spec.threads.len());
-    let mut elapsed = 0u64;
-    let mut total_dropped = 0u64;
-    for (t, rep) in raw.spec.threads.iter().zip(raw.reports) {
-        let cpus = raw.placement.threads[t.index]
-            .as_ref()
-            .map(|c| c.to_string())
-            .unwrap_or_else(|| format!("all ({})", raw.placement.measured));
-        let applied = rep.applied.as_ref();
-        let mut tr = ThreadResult {
-            thread: t.index,
-            tid: rep.tid,
-            workload: t.workload,
-            timer: t.timer,
-            priority: t.priority_text.clone(),
-            policy_requested: t.policy,
-            policy_effective: applied.and_then(|a| a.effective),
-            downgraded: applied.and_then(|a| a.downgraded.clone()),
-            cpus,
-            timer_slack_ns: rep.timer_slack_ns,
-            start_ns: t.start_ns,
-            finish_ns: t.finish_ns,
-            received_ns: 0,
-            active_ns: 0,
-            records: 0,
-            dropped: 0,
-            preemptions: 0,
-            yields: 0,
-            iterations: 0,
-            mean_iteration_ns: None,
-            hits: None,
-            misses: None,
-            jobs_dropped: 0,
-            response: None,
-            lateness: None,
-            later_than: Vec::new(),
-            latencies_dropped: 0,
-            scan_passes: None,
-            stopped: false,
-            joined: rep.outcome.is_some(),
-            error: rep.error.clone(),
-            lateness_ns: Vec::new(),
-            jobs: Vec::new(),
-        };
-        if let Some(o) = &rep.outcome {
-            tr.received_ns = cal.ns_for_ticks(o.received);
-            tr.active_ns = cal.ns_for_ticks(o.last.saturating_sub(o.first));
-            tr.records = o.records;
-            tr.dropped = o.dropped;
-            total_dropped += o.dropped;
-            tr.preemptions = o.preemptions;
-            tr.yields = o.yields;
-            tr.iterations = o.iterations;
-            if t.workload.records_trace() && o.iterations > 0 {
-                tr.mean_iteration_ns = Some(tr.received_ns as f64 / o.iterations as f64);
-            }
-            if o.last > t0 {
-                elapsed = elapsed.max(rel_u(o.last));
-            }
-            tr.stopped = o.stopped;
-            if matches!(
-                t.workload,
-                Workload::Periodic { .. } | Workload::CpuPeriodic { .. }
-            ) {
-                tr.hits = Some(o.hits);
-                tr.misses = Some(o.misses);
-                tr.jobs_dropped = o.jobs_dropped;
-                tr.jobs = o
-                    .jobs
-                    .iter()
-                    .map(|j| JobNs {
-                        release_ns: rel(j.release),
-                        deadline_ns: rel(j.deadline),
-                        first_run_ns: rel(j.first_run),
-                        end_ns: rel(j.end),
-                        received_ns: cal.ns_for_ticks(j.received),
-                        hit: j.hit,
-                    })
-                    .collect();
-                if matches!(t.workload, Workload::Periodic { .. }) {
-                    let mut resp: Vec<i64> = tr
-                        .jobs
-                        .iter()
-                        .filter(|j| j.hit)
-                        .map(|j| j.end_ns - j.release_ns)
-                        .collect();
-                    tr.response = stats::summarize(&mut resp);
-                }
-            }
-            if matches!(t.workload, Workload::Lat { .. }) {
-                tr.lateness_ns = o
-                    .latencies
-                    .iter()
-                    .map(|s| cal.ns_between(s.target, s.wakeup))
-                    .collect();
-                tr.latencies_dropped = o.latencies_dropped;
-                let mut sorted = tr.lateness_ns.clone();
-                tr.lateness = stats::summarize(&mut sorted);
-                tr.later_than = LATER_THAN_NS
-                    .iter()
-                    .map(|&th| LaterThan {
-                        threshold_ns: th,
-                        count: stats::count_above(&sorted, th as i64),
-                    })
-                    .collect();
-            }
-            if t.workload.scan_kb().is_some() {
-                tr.scan_passes = Some(o.scan_passes);
-            }
-            if o.jobs_dropped > 0 || o.latencies_dropped > 0 {
-                warnings.push(Warning::new(
-                    WarningKind::RecordsDropped,
-                    format!(
-                        "thread {}: {} job records and {} latency samples did not fit the buffers sized for the run and were counted but not kept",
-                        t.index, o.jobs_dropped, o.latencies_dropped
-                    ),
-                ));
-            }
-        } else {
-            warnings.push(Warning::new(
-                WarningKind::ThreadDidNotStop,
-                format!("thread {} did not stop when the run ended; its records in the trace are kept, its counters are lost", t.index),
-            ));
-        }
-        threads.push(tr);
+/// Turns each thread's counters and the sink's summaries into the result.
+pub fn build(
+    threads: &[ThreadSpec],
+    duration: Nanos,
+    ring_records: usize,
+    m: &mut Measured,
+    streamed: Streamed,
+) -> HourglassResult {
+    let reports = std::mem::take(&mut m.reports);
+    let mut warnings = Vec::new();
+    let mut out = Vec::with_capacity(threads.len());
+    let mut dropped = 0u64;
+    for ((t, rep), sum) in threads.iter().zip(reports).zip(streamed.threads) {
+        let (tr, lost) = thread_result(t, rep, sum, m, &mut warnings);
+        dropped += lost;
+        out.push(tr);
     }
-    if total_dropped > 0 {
+    if dropped > 0 {
         warnings.push(Warning::new(
             WarningKind::RecordsDropped,
             format!(
-                "the trace buffer filled up: {total_dropped} records were dropped (counted, not kept); raise -e above {} or shorten the run",
-                raw.trace_capacity
+                "{dropped} trace records did not reach the store because the main thread fell behind (counted, not kept); keep the main thread's CPU free of other work, or raise -e above {ring_records}"
             ),
         ));
     }
+    if streamed.out_of_order > 0 {
+        warnings.push(Warning::new(
+            WarningKind::RecordsDropped,
+            format!(
+                "{} trace records were written out of order of start: a thread ran so long without a gap that the reorder buffer filled; context switches around them may be missed",
+                streamed.out_of_order
+            ),
+        ));
+    }
+    m.warnings.extend(warnings);
     HourglassResult {
-        run_id: raw.run_id,
-        run_dir: raw.run_dir,
-        state: raw.state,
-        end_detail: raw.end_detail,
-        duration_ns: raw.spec.duration_ns,
-        elapsed_ns: elapsed,
-        counter: raw.counter,
-        calibration: cal,
-        gap: raw.gap,
+        run: RunHeader::of(m, JSON_SCHEMA, duration),
+        counter: m.counter.clone(),
+        calibration: m.calibration,
+        gap: m.gap.clone(),
         trace: TraceSummary {
-            records: rows.len() as u64,
-            capacity: raw.trace_capacity as u64,
-            dropped: total_dropped,
+            records: streamed.records,
+            capacity: ring_records as u64,
+            dropped,
+            out_of_order: streamed.out_of_order,
         },
-        threads,
-        switches: trace::context_switches(&intervals),
-        coverage: trace::coverage(&intervals),
-        main_cpu: raw.placement.main_cpu,
-        pm_qos_us: raw.pm_qos_us,
-        memory_locked: raw.memory_locked,
-        loads: raw.loads,
-        causes: None,
-        warnings,
-        rows,
-        loop_histogram: raw.loop_histogram,
+        threads: out,
+        switches: streamed.switches,
+        coverage: streamed.coverage,
+        main_cpu: m.placement.main_cpu,
+        loop_histogram: m.loop_histogram.clone(),
     }
 }
 
-impl HourglassResult {
-    /// `trace.csv`: one row per interval of continuous CPU time.
-    pub fn trace_csv(&self) -> String {
-        let mut s = String::with_capacity(64 * (self.rows.len() + 1));
-        s.push_str("thread,cpu,start_ns,end_ns,start_counter,end_counter,end_reason\n");
-        for r in &self.rows {
-            let i = r.interval;
-            let _ = writeln!(
-                s,
-                "{},{},{},{},{},{},{}",
-                i.thread,
-                i.cpu,
-                i.start_ns,
-                i.end_ns,
-                r.start_counter,
-                r.end_counter,
-                i.reason.name()
-            );
-        }
-        s
-    }
-
-    /// `latency.csv`: one row per LAT wakeup.
-    pub fn latency_csv(&self) -> Option<String> {
-        let lat: Vec<&ThreadResult> = self
-            .threads
+/// One thread's result, and the trace records it lost.
+fn thread_result(
+    t: &ThreadSpec,
+    rep: ThreadReport,
+    sum: ThreadSummary,
+    m: &Measured,
+    warnings: &mut Vec<Warning>,
+) -> (ThreadResult, u64) {
+    let tb = &m.timebase;
+    let cpus = m.placement.threads[t.index]
+        .as_ref()
+        .map(|c| c.to_string())
+        .unwrap_or_else(|| format!("all ({})", m.placement.measured));
+    let applied = rep.applied.as_ref();
+    let mut tr = ThreadResult {
+        thread: t.index,
+        tid: rep.tid,
+        workload: t.workload,
+        timer: t.timer,
+        priority: t.priority_text.clone(),
+        policy_requested: t.policy,
+        policy_effective: applied.and_then(|a| a.effective),
+        downgraded: applied.and_then(|a| a.downgraded.clone()),
+        cpus,
+        timer_slack_ns: rep.timer_slack_ns,
+        start_ns: t.start_ns,
+        finish_ns: t.finish_ns,
+        received_ns: 0,
+        active_ns: 0,
+        records: 0,
+        dropped: 0,
+        preemptions: 0,
+        yields: 0,
+        iterations: 0,
+        mean_iteration_ns: None,
+        hits: None,
+        misses: None,
+        jobs_dropped: 0,
+        response: sum.response.as_ref().and_then(Accumulator::summary),
+        lateness: sum.lateness.as_ref().and_then(Accumulator::summary),
+        later_than: Vec::new(),
+        latencies_dropped: 0,
+        scan_passes: None,
+        stopped: false,
+        joined: rep.outcome.is_some(),
+        error: rep.error.clone(),
+    };
+    if sum.lateness.is_some() {
+        tr.later_than = LATER_THAN_NS
             .iter()
-            .filter(|t| matches!(t.workload, Workload::Lat { .. }))
+            .zip(sum.later_than)
+            .map(|(&threshold_ns, count)| LaterThan {
+                threshold_ns,
+                count,
+            })
             .collect();
-        if lat.is_empty() {
-            return None;
-        }
-        let mut s = String::from("thread,wakeup,lateness_ns\n");
-        for t in lat {
-            for (i, l) in t.lateness_ns.iter().enumerate() {
-                let _ = writeln!(s, "{},{},{}", t.thread, i, l);
-            }
-        }
-        Some(s)
     }
-
-    /// `jobs.csv`: one row per PERIODIC job or CPU_PERIODIC window.
-    pub fn jobs_csv(&self) -> Option<String> {
-        let per: Vec<&ThreadResult> = self.threads.iter().filter(|t| t.hits.is_some()).collect();
-        if per.is_empty() {
-            return None;
-        }
-        let mut s = String::from(
-            "thread,job,release_ns,deadline_ns,first_run_ns,end_ns,received_ns,outcome\n",
-        );
-        for t in per {
-            for (k, j) in t.jobs.iter().enumerate() {
-                let _ = writeln!(
-                    s,
-                    "{},{},{},{},{},{},{},{}",
-                    t.thread,
-                    k,
-                    j.release_ns,
-                    j.deadline_ns,
-                    j.first_run_ns,
-                    j.end_ns,
-                    j.received_ns,
-                    if j.hit { "hit" } else { "miss" }
-                );
-            }
-        }
-        Some(s)
+    let Some(o) = &rep.outcome else {
+        warnings.push(Warning::new(
+            WarningKind::ThreadDidNotStop,
+            format!("thread {} did not stop when the run ended; its records in the trace are kept, its counters are lost", t.index),
+        ));
+        return (tr, 0);
+    };
+    tr.received_ns = tb.duration_ns(o.received);
+    tr.active_ns = tb.duration_ns(o.last.saturating_sub(o.first));
+    tr.records = o.records;
+    tr.dropped = o.dropped;
+    tr.preemptions = o.preemptions;
+    tr.yields = o.yields;
+    tr.iterations = o.iterations;
+    if t.workload.records_trace() && o.iterations > 0 {
+        tr.mean_iteration_ns = Some(tr.received_ns as f64 / o.iterations as f64);
     }
+    tr.stopped = o.stopped;
+    if matches!(
+        t.workload,
+        Workload::Periodic { .. } | Workload::CpuPeriodic { .. }
+    ) {
+        tr.hits = Some(o.hits);
+        tr.misses = Some(o.misses);
+        tr.jobs_dropped = o.jobs_dropped;
+    }
+    if matches!(t.workload, Workload::Lat { .. }) {
+        tr.latencies_dropped = o.samples_dropped;
+    }
+    if t.workload.scan_kb().is_some() {
+        tr.scan_passes = Some(o.scan_passes);
+    }
+    if o.jobs_dropped > 0 || o.samples_dropped > 0 {
+        warnings.push(Warning::new(
+            WarningKind::RecordsDropped,
+            format!(
+                "thread {}: {} job records and {} latency samples did not reach the store because the main thread fell behind; they are counted, not kept",
+                t.index, o.jobs_dropped, o.samples_dropped
+            ),
+        ));
+    }
+    (tr, o.dropped)
 }

@@ -1,12 +1,301 @@
-//! Running Hourglass: the shared lifecycle of [`crate::runner`] with Hourglass's result and
-//! files.
+//! Running Hourglass: the command line's plan through the shared lifecycle of
+//! [`crate::runner`], the execution trace streamed to the run's store, and the result.
 
 use super::cmdline::HourglassSpec;
-use super::result::{self, HourglassResult, RawRun};
-use crate::runner::{self, Job, Measured};
-use crate::store::{self, RunDir};
+use super::result::{self, HourglassResult, Streamed, ThreadSummary, LATER_THAN_NS};
+use crate::analysis::trace::{Interval, TraceInference};
+use crate::causes::spikes::{self, SpikeLog};
+use crate::causes::trains::Spike;
+use crate::engine::merge::Merge;
+use crate::engine::{EndReason, JobRecord, LatSample, Record};
+use crate::model::Workload;
+use crate::runner::{self, Measured, Sink, SinkSetup, SpikeAt, Timebase};
+use crate::stats::Accumulator;
+use crate::store::table::{tables, Limits, TableWriter};
+use crate::store::{FileEntry, RunState, StoreError};
+use parquet::data_type::ByteArray;
 
-pub use crate::runner::{Observer, RunContext, RunError, Silent, FAULT_ENV};
+pub use crate::runner::{Observer, RunContext, RunError, Silent};
+
+/// Preemptions of at least this long are spikes for the explanation.
+pub const SPIKE_NS: u64 = 100_000;
+
+/// Records the reorder buffer holds while a thread holds the watermark back.
+const MERGE_CAPACITY: usize = 1 << 18;
+
+/// Where the records, LAT wakeups and jobs of an Hourglass run go as it runs: the trace table
+/// in order of start (with the context switches and coverage inferred on the way), the LAT and
+/// job tables, the spikes per CPU, and the summaries of lateness and response times.
+pub struct HourglassSink {
+    trace: TableWriter,
+    latency: Option<TableWriter>,
+    jobs: Option<TableWriter>,
+    merge: Merge,
+    emitted: Emitted,
+    /// Per thread: its previous record, for preemption gaps.
+    previous: Vec<Option<Record>>,
+    summaries: Vec<ThreadSummary>,
+    next_wakeup: Vec<u64>,
+    next_job: Vec<u64>,
+    spikes: Vec<SpikeLog>,
+    outcomes: [ByteArray; 2],
+}
+
+/// What happens to each record released in order.
+struct Emitted {
+    inference: TraceInference,
+    rows: u64,
+    reasons: [ByteArray; 4],
+    tb: Timebase,
+    now_ns: u64,
+    error: Option<StoreError>,
+}
+
+impl Emitted {
+    fn emit(&mut self, trace: &mut TableWriter, r: &Record) {
+        if self.error.is_some() {
+            return;
+        }
+        let iv = Interval {
+            thread: r.thread,
+            cpu: r.cpu,
+            start_ns: self.tb.at_ns(r.start).max(0) as u64,
+            end_ns: self.tb.at_ns(r.end).max(0) as u64,
+            reason: r.reason,
+        };
+        self.inference.add(&iv);
+        let reason = match r.reason {
+            EndReason::Preempted => &self.reasons[0],
+            EndReason::Yielded => &self.reasons[1],
+            EndReason::Blocked => &self.reasons[2],
+            EndReason::Finished => &self.reasons[3],
+        };
+        let b = trace.row();
+        b.push_i32(0, i32::from(r.thread));
+        b.push_i32(1, r.cpu as i32);
+        b.push_i64(2, iv.start_ns as i64);
+        b.push_i64(3, iv.end_ns as i64);
+        b.push_i64(4, r.start as i64);
+        b.push_i64(5, r.end as i64);
+        b.push_text(6, reason);
+        self.rows += 1;
+        if let Err(e) = trace.end_row(self.now_ns) {
+            self.error = Some(e);
+        }
+    }
+}
+
+impl HourglassSink {
+    pub fn create(s: &SinkSetup<'_>, spec: &HourglassSpec) -> Result<HourglassSink, StoreError> {
+        let threads = &spec.threads;
+        let any = |f: fn(&Workload) -> bool| threads.iter().any(|t| f(&t.workload));
+        let small = Limits {
+            row_group_rows: 1 << 14,
+            ..Limits::default()
+        };
+        let latency = any(|w| matches!(w, Workload::Lat { .. }))
+            .then(|| TableWriter::create(s.dir, &tables::LATENCY, small))
+            .transpose()?;
+        let jobs = any(|w| matches!(w, Workload::Periodic { .. } | Workload::CpuPeriodic { .. }))
+            .then(|| TableWriter::create(s.dir, &tables::JOBS, small))
+            .transpose()?;
+        let keep_all = s.plan.trace.is_some();
+        let n = threads.len();
+        Ok(HourglassSink {
+            summaries: threads
+                .iter()
+                .map(|t| ThreadSummary {
+                    lateness: matches!(t.workload, Workload::Lat { .. }).then(Accumulator::new),
+                    response: matches!(t.workload, Workload::Periodic { .. })
+                        .then(Accumulator::new),
+                    ..ThreadSummary::default()
+                })
+                .collect(),
+            trace: TableWriter::create(s.dir, &tables::TRACE, Limits::default())?,
+            latency,
+            jobs,
+            merge: Merge::new(MERGE_CAPACITY),
+            emitted: Emitted {
+                inference: TraceInference::new(),
+                rows: 0,
+                reasons: [
+                    EndReason::Preempted,
+                    EndReason::Yielded,
+                    EndReason::Blocked,
+                    EndReason::Finished,
+                ]
+                .map(|r| ByteArray::from(r.name())),
+                tb: s.timebase,
+                now_ns: 0,
+                error: None,
+            },
+            previous: vec![None; n],
+            next_wakeup: vec![0; n],
+            next_job: vec![0; n],
+            spikes: s
+                .placement
+                .measured
+                .iter()
+                .map(|c| SpikeLog::new(c, SPIKE_NS, spikes::CAPACITY, keep_all))
+                .collect(),
+            outcomes: [ByteArray::from("hit"), ByteArray::from("miss")],
+        })
+    }
+
+    /// Writes what is buffered, closes the tables, and returns the files, the spikes per CPU and
+    /// what the result needs.
+    pub fn finish(
+        mut self,
+        now_ns: u64,
+    ) -> (Result<Vec<FileEntry>, StoreError>, Vec<SpikeLog>, Streamed) {
+        let Self {
+            merge,
+            emitted,
+            trace,
+            ..
+        } = &mut self;
+        merge.finish(&mut |r| emitted.emit(trace, r));
+        for log in &mut self.spikes {
+            log.finish();
+        }
+        let closed = (|| {
+            if let Some(e) = self.emitted.error.take() {
+                return Err(e);
+            }
+            let mut files = self.trace.finish(now_ns)?;
+            if let Some(l) = self.latency.take() {
+                files.extend(l.finish(now_ns)?);
+            }
+            if let Some(j) = self.jobs.take() {
+                files.extend(j.finish(now_ns)?);
+            }
+            Ok(files)
+        })();
+        let streamed = Streamed {
+            threads: self.summaries,
+            switches: self.emitted.inference.switches(),
+            coverage: self.emitted.inference.coverage(),
+            records: self.emitted.rows,
+            out_of_order: self.merge.out_of_order,
+        };
+        (closed, self.spikes, streamed)
+    }
+
+    fn spike_log(&mut self, cpu: u32) -> Option<&mut SpikeLog> {
+        self.spikes.iter_mut().find(|l| l.cpu() == cpu as usize)
+    }
+}
+
+impl Sink for HourglassSink {
+    fn records(&mut self, i: usize, batch: &[Record], tb: &Timebase) -> Result<(), StoreError> {
+        self.emitted.tb = *tb;
+        for r in batch {
+            // A preemption gap: the interval before ended because the thread lost its CPU.
+            if let Some(prev) = self.previous[i] {
+                if prev.reason == EndReason::Preempted && r.start > prev.end {
+                    let at = tb.at_ns(prev.end);
+                    let gap = tb.duration_ns(r.start - prev.end) as i64;
+                    if let Some(log) = self.spike_log(prev.cpu) {
+                        log.sample(at, gap, SPIKE_NS);
+                    }
+                }
+            }
+            self.previous[i] = Some(*r);
+            let Self {
+                merge,
+                emitted,
+                trace,
+                ..
+            } = &mut *self;
+            merge.push(*r, &mut |x| emitted.emit(trace, x));
+        }
+        match self.emitted.error.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    fn lat(&mut self, i: usize, batch: &[LatSample], tb: &Timebase) -> Result<(), StoreError> {
+        let Some(table) = self.latency.as_mut() else {
+            return Ok(());
+        };
+        for s in batch {
+            let late = tb.signed_ns(s.wakeup.wrapping_sub(s.target) as i64);
+            let b = table.row();
+            b.push_i32(0, i as i32);
+            b.push_i64(1, self.next_wakeup[i] as i64);
+            b.push_i64(2, late);
+            table.end_row(tb.at_ns(s.wakeup).max(0) as u64)?;
+            self.next_wakeup[i] += 1;
+            let sum = &mut self.summaries[i];
+            if let Some(a) = sum.lateness.as_mut() {
+                a.add(late);
+            }
+            for (k, &th) in LATER_THAN_NS.iter().enumerate() {
+                if late > th as i64 {
+                    sum.later_than[k] += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn jobs(&mut self, i: usize, batch: &[JobRecord], tb: &Timebase) -> Result<(), StoreError> {
+        let Some(table) = self.jobs.as_mut() else {
+            return Ok(());
+        };
+        for j in batch {
+            let release = tb.at_ns(j.release);
+            let end = tb.at_ns(j.end);
+            let b = table.row();
+            b.push_i32(0, i as i32);
+            b.push_i64(1, self.next_job[i] as i64);
+            b.push_i64(2, release);
+            b.push_i64(3, tb.at_ns(j.deadline));
+            b.push_i64(4, tb.at_ns(j.first_run));
+            b.push_i64(5, end);
+            b.push_i64(6, tb.duration_ns(j.received) as i64);
+            b.push_text(6 + 1, &self.outcomes[usize::from(!j.hit)]);
+            table.end_row(end.max(0) as u64)?;
+            self.next_job[i] += 1;
+            if j.hit {
+                if let Some(a) = self.summaries[i].response.as_mut() {
+                    a.add(end - release);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn tick(&mut self, now_ns: u64, watermark: u64, tb: &Timebase) -> Result<(), StoreError> {
+        self.emitted.tb = *tb;
+        self.emitted.now_ns = now_ns;
+        let Self {
+            merge,
+            emitted,
+            trace,
+            ..
+        } = &mut *self;
+        merge.release(watermark, &mut |r| emitted.emit(trace, r));
+        if let Some(e) = self.emitted.error.take() {
+            return Err(e);
+        }
+        self.trace.tick(now_ns)?;
+        if let Some(t) = self.latency.as_mut() {
+            t.tick(now_ns)?;
+        }
+        if let Some(t) = self.jobs.as_mut() {
+            t.tick(now_ns)?;
+        }
+        Ok(())
+    }
+
+    fn spikes(&mut self, out: &mut Vec<SpikeAt>) {
+        for log in &mut self.spikes {
+            log.take_fresh(out);
+        }
+    }
+}
 
 /// Runs `spec` and writes its run directory.
 pub fn run(
@@ -14,42 +303,36 @@ pub fn run(
     ctx: &RunContext,
     obs: &mut dyn Observer,
 ) -> Result<HourglassResult, RunError> {
-    let job = Job {
-        kind: "hourglass",
-        spec,
-        config: serde_json::Value::Null,
-        gap_stats: true,
-        memmove_bytes: 0,
-        loads: &spec.loads,
-        sample_hz: crate::causes::DEFAULT_SAMPLE_HZ,
-        trace: spec.trace,
-        threshold: None,
-    };
-    let mut m = runner::measure(&job, ctx, obs)?;
-    let reports = std::mem::take(&mut m.reports);
-    let records = std::mem::take(&mut m.records);
-    let mut result = result::build(RawRun {
-        spec,
-        placement: &m.placement,
-        counter: m.counter.clone(),
-        calibration: m.calibration,
-        gap: m.gap.clone(),
-        start_tick: m.start_tick,
-        records,
-        trace_capacity: m.trace_capacity,
-        reports,
-        state: m.state,
-        end_detail: m.end_detail.clone(),
-        warnings: m.warnings.clone(),
-        loop_histogram: m.loop_histogram.clone(),
-        run_id: m.dir.id().to_string(),
-        run_dir: m.dir.path().display().to_string(),
-        pm_qos_us: m.pm_qos_us,
-        memory_locked: m.memory_locked,
-        loads: std::mem::take(&mut m.loads),
-    });
-    result.causes = Some(causes(&result, &m));
-    write_run(&m, &result).map_err(|e| {
+    let plan = spec.plan();
+    let (mut m, sink) = runner::measure(&plan, ctx, obs, |s| HourglassSink::create(s, spec))?;
+    let (closed, spikes, streamed) = sink.finish(m.elapsed_ns());
+    let mut files = crate::result::close_store(&mut m, closed);
+    let mut result = result::build(
+        &spec.threads,
+        spec.duration_ns,
+        spec.records,
+        &mut m,
+        streamed,
+    );
+    result.run.causes = Some(causes(&m, &spikes));
+    if m.state != RunState::Incomplete {
+        match write_calibration(&m, &result) {
+            Ok(f) => files.push(f),
+            Err(e) => files = crate::result::close_store(&mut m, Err(e)),
+        }
+    }
+    result.run.state = m.state;
+    result.run.end_detail = m.end_detail.clone();
+    crate::result::save(
+        &m,
+        &result,
+        "sandglass-hourglass-summary/2",
+        "per-thread results, context switches, coverage, gap threshold and warnings",
+        result.run.causes.as_ref(),
+        &result.run.warnings,
+        files,
+    )
+    .map_err(|e| {
         RunError::Failed(format!(
             "the run finished but its results could not be saved: {e}"
         ))
@@ -57,14 +340,8 @@ pub fn run(
     Ok(result)
 }
 
-/// Preemptions of at least this long are spikes for the explanation.
-pub const SPIKE_NS: u64 = 100_000;
-
-/// The explanation of the run's gaps: every interval that ended because the thread lost its
-/// CPU (not because it yielded or blocked) and whose gap to the thread's next interval is at
-/// least [`SPIKE_NS`] is a spike on the CPU the interval ran on.
-fn causes(result: &HourglassResult, m: &Measured) -> crate::causes::Causes {
-    let per_cpu = preemption_gaps(result, SPIKE_NS);
+/// The explanation of the run's preemption gaps on each CPU.
+fn causes(m: &Measured, spikes: &[SpikeLog]) -> crate::causes::Causes {
     // The first thread pinned to a CPU stands for it (threads that share a CPU share its counts).
     let thread_of = |cpu: usize| {
         m.placement
@@ -76,115 +353,40 @@ fn causes(result: &HourglassResult, m: &Measured) -> crate::causes::Causes {
         m.sampler.as_ref(),
         crate::causes::DEFAULT_SAMPLE_HZ,
         SPIKE_NS,
-        &per_cpu,
+        spikes,
         &thread_of,
     );
     if m.kernel.is_some() {
         // With the kernel's events, every preemption gap is explained, not only the spikes.
-        causes.kernel = crate::causes::attribute_run(m, &preemption_gaps(result, 0));
+        let all: Vec<(usize, &[Spike])> = spikes
+            .iter()
+            .map(|l| (l.cpu(), l.all().unwrap_or_default()))
+            .collect();
+        causes.kernel = crate::causes::attribute_run(m, &all);
     }
     causes
 }
 
-/// Per CPU, the gaps of at least `min_ns` after intervals that ended because the thread lost its
-/// CPU, as spikes in time order.
-fn preemption_gaps(
-    result: &HourglassResult,
-    min_ns: u64,
-) -> Vec<(usize, Vec<crate::causes::trains::Spike>)> {
-    use crate::causes::trains::Spike;
-    use crate::engine::trace::EndReason;
-    let mut per_cpu: Vec<(usize, Vec<Spike>)> = Vec::new();
-    for t in 0..result.threads.len() {
-        let rows: Vec<_> = result
-            .rows
-            .iter()
-            .filter(|r| usize::from(r.interval.thread) == t)
-            .map(|r| r.interval)
-            .collect();
-        for w in rows.windows(2) {
-            let gap = w[1].start_ns.saturating_sub(w[0].end_ns);
-            if w[0].reason != EndReason::Preempted || gap < min_ns.max(1) {
-                continue;
-            }
-            let cpu = w[0].cpu as usize;
-            let spike = Spike {
-                at_ns: w[0].end_ns,
-                size_ns: gap,
-            };
-            match per_cpu.iter_mut().find(|(c, _)| *c == cpu) {
-                Some((_, v)) => v.push(spike),
-                None => per_cpu.push((cpu, vec![spike])),
-            }
-        }
-    }
-    for (_, v) in &mut per_cpu {
-        v.sort_by_key(|s| s.at_ns);
-    }
-    per_cpu
-}
-
-fn write_run(m: &Measured, result: &HourglassResult) -> Result<(), store::StoreError> {
-    let dir: &RunDir = &m.dir;
+/// `calibration.json`: the counter, its calibration, the gap threshold and the polling-loop
+/// histogram.
+fn write_calibration(m: &Measured, r: &HourglassResult) -> Result<FileEntry, StoreError> {
     let t0 = m.start_tick;
-    let mut files = Vec::new();
-    files.push(dir.write_file(
-        "trace.csv",
-        result.trace_csv().as_bytes(),
-        "sandglass-trace-csv/1",
-        "one row per interval of continuous CPU time: thread, cpu, start_ns, end_ns (from the start of the run), raw counter values, end_reason",
-    )?);
-    if let Some(rec) = &m.sampler {
-        files.push(crate::causes::write_sampler(dir, rec)?);
-    }
-    if let Some(k) = result.causes.as_ref().and_then(|c| c.kernel.as_ref()) {
-        files.push(crate::causes::write_attribution(dir, k)?);
-    }
-    if let Some(lat) = result.latency_csv() {
-        files.push(dir.write_file(
-            "latency.csv",
-            lat.as_bytes(),
-            "sandglass-latency-csv/1",
-            "one row per LAT wakeup: thread, wakeup index, lateness_ns",
-        )?);
-    }
-    if let Some(jobs) = result.jobs_csv() {
-        files.push(dir.write_file(
-            "jobs.csv",
-            jobs.as_bytes(),
-            "sandglass-jobs-csv/1",
-            "one row per PERIODIC job or CPU_PERIODIC window: release, deadline, first run, end, CPU received, hit or miss",
-        )?);
-    }
-    let encode = |what: &str, v: &serde_json::Value| {
-        serde_json::to_vec_pretty(v).map_err(|source| store::StoreError::Encode {
-            what: what.to_string(),
-            source,
-        })
-    };
-    let summary = serde_json::to_value(result).map_err(|source| store::StoreError::Encode {
-        what: "summary.json".into(),
+    let cal = serde_json::json!({
+        "counter": r.counter,
+        "calibration": r.calibration,
+        "run_start_counter": t0,
+        "run_start_monotonic_ns": r.calibration.to_monotonic(t0),
+        "gap": r.gap,
+        "loop_histogram_ticks": r.loop_histogram.as_ref().map(|h| h.buckets()),
+    });
+    let text = serde_json::to_vec_pretty(&cal).map_err(|source| StoreError::Encode {
+        what: "calibration.json".into(),
         source,
     })?;
-    files.push(dir.write_file(
-        "summary.json",
-        &encode("summary.json", &summary)?,
-        "sandglass-hourglass-summary/1",
-        "per-thread results, context switches, coverage, gap threshold and warnings",
-    )?);
-    let cal = serde_json::json!({
-        "counter": result.counter,
-        "calibration": result.calibration,
-        "run_start_counter": t0,
-        "run_start_monotonic_ns": result.calibration.to_monotonic(t0),
-        "gap": result.gap,
-        "loop_histogram_ticks": result.loop_histogram.as_ref().map(|h| h.buckets()),
-    });
-    files.push(dir.write_file(
+    m.dir.write_file(
         "calibration.json",
-        &encode("calibration.json", &cal)?,
+        &text,
         "sandglass-calibration/1",
         "counter calibration against CLOCK_MONOTONIC_RAW and CLOCK_MONOTONIC, the gap threshold and the polling-loop histogram",
-    )?);
-    m.finish(files, &result.warnings)
+    )
 }

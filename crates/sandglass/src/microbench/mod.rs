@@ -567,6 +567,7 @@ pub(crate) fn test_context(base: &Path) -> RunContext {
             commit: "0".into(),
         },
         base_dir: base.to_path_buf(),
+        faults: Default::default(),
     }
 }
 

@@ -22,6 +22,8 @@
 //! The format is versioned by `schema_version`; later versions add fields and files, never
 //! change the meaning of existing ones. `docs/run-format.md` documents it.
 
+pub mod append;
+pub mod data;
 pub mod table;
 
 use crate::system::SystemSnapshot;
@@ -33,8 +35,10 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 use thiserror::Error;
 
-/// The version of the run-directory format this build writes.
-pub const SCHEMA_VERSION: u32 = 1;
+/// The version of the run-directory format this build writes. Version 2 keeps the per-sample
+/// tables in Parquet segments written as the run goes; version 1 kept them as CSV files written
+/// at the end. Both are read.
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// The default parent directory of runs, relative to the working directory.
 pub const DEFAULT_BASE: &str = "sandglass-runs";
@@ -331,6 +335,93 @@ fn write_atomic(dir: &Path, name: &str, data: &[u8]) -> Result<(), StoreError> {
     written.map_err(err)
 }
 
+/// The files a run of `kind` writes as it goes, with their formats and descriptions: the
+/// tables' segments and the appended files. A run that ends without listing its files (a full
+/// disk, a killed process) gets them listed from this.
+fn streamed_file(kind: &str, name: &str) -> Option<(String, String)> {
+    for t in table::tables::of_kind(kind) {
+        if t.segment_index(name).is_some() {
+            return Some((t.format.to_string(), t.description.to_string()));
+        }
+    }
+    let (format, description) = match name {
+        "histograms.hlog" => (HLOG_FORMAT, HLOG_DESCRIPTION),
+        data::TOTALS_LOG => (HLOG_FORMAT, TOTALS_DESCRIPTION),
+        "sampler.csv" => (
+            crate::causes::sampler::CSV_FORMAT,
+            "per sampler interval (ns from the run's start) and measured CPU: interrupt and softirq counts, steal ticks; per measuring thread: context switches",
+        ),
+        _ => return None,
+    };
+    Some((format.to_string(), description.to_string()))
+}
+
+/// The format of per-second interval logs.
+pub const HLOG_FORMAT: &str = "hdrhistogram-interval-log/1.3";
+/// What `histograms.hlog` holds.
+pub const HLOG_DESCRIPTION: &str = "HdrHistogram interval log (V2 compressed, values in ns, StartTime and BaseTime the run's time zero): one histogram per CPU and second, written as each second closed";
+
+/// What `totals.hlog` holds.
+pub const TOTALS_DESCRIPTION: &str = "HdrHistogram interval log (V2 compressed, values in ns): per CPU, the whole-run histograms recorded by the measuring threads";
+
+/// Makes what a run wrote readable after it ended without closing its files: closes its
+/// partial Parquet segments after their last complete row group ([`table::recover`]) and lists
+/// every data file it streamed, with its size and SHA-256 as it is now.
+pub fn recover_run(dir: &Path) -> Result<Vec<FileEntry>, StoreError> {
+    table::recover(dir)?;
+    let kind = RunReader::open_any_state(dir)
+        .map(|r| r.manifest.kind)
+        .unwrap_or_default();
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map_err(|source| StoreError::Write {
+            path: dir.to_path_buf(),
+            source,
+        })?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .collect();
+    names.sort();
+    let mut files = Vec::new();
+    for name in names {
+        let Some((format, description)) = streamed_file(&kind, &name) else {
+            continue;
+        };
+        let path = dir.join(&name);
+        let (bytes, sha256) = hash_file(&path).map_err(|source| StoreError::Write {
+            path: path.clone(),
+            source,
+        })?;
+        files.push(FileEntry {
+            name,
+            bytes,
+            sha256,
+            format,
+            description,
+        });
+    }
+    Ok(files)
+}
+
+/// The size and SHA-256 of the file at `path`, read in pieces.
+fn hash_file(path: &Path) -> std::io::Result<(u64, String)> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    let mut n = 0u64;
+    loop {
+        match f.read(&mut buf) {
+            Ok(0) => break,
+            Ok(k) => {
+                hasher.update(&buf[..k]);
+                n += k as u64;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok((n, sha256_hex_of(hasher)))
+}
+
 /// Marks the run directory `dir` `incomplete` when its manifest says `running` and no process
 /// holds its lock (its writer was killed or crashed, or the machine stopped). Returns true when
 /// it was marked; false when the run is finished, still being written, or on a file system
@@ -363,6 +454,14 @@ pub fn mark_abandoned(dir: &Path) -> Result<bool, StoreError> {
         "the process writing this run ended before the run finished (killed, crashed or the machine stopped); marked incomplete at {}",
         now_rfc3339()
     ));
+    // What it streamed before it ended stays readable.
+    if let Ok(recovered) = recover_run(dir) {
+        for f in recovered {
+            if !m.files.iter().any(|x| x.name == f.name) {
+                m.files.push(f);
+            }
+        }
+    }
     let mut text = serde_json::to_vec_pretty(&m).map_err(|source| StoreError::Encode {
         what: "manifest.json".into(),
         source,
@@ -375,8 +474,19 @@ pub fn mark_abandoned(dir: &Path) -> Result<bool, StoreError> {
 
 /// Lower-case hexadecimal SHA-256 of `data`.
 pub fn sha256_hex(data: &[u8]) -> String {
-    let digest = Sha256::digest(data);
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    let mut h = Sha256::new();
+    h.update(data);
+    sha256_hex_of(h)
+}
+
+/// The lower-case hexadecimal digest of what `hasher` was given.
+pub fn sha256_hex_of(hasher: Sha256) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::with_capacity(64);
+    for b in hasher.finalize().iter() {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
 }
 
 /// Why a run directory could not be read.
@@ -548,52 +658,7 @@ impl RunReader {
     /// Checks one listed file against its size and SHA-256 without keeping its contents (the
     /// file is hashed as it is read, so a large file costs no memory).
     pub fn verify_file(&self, entry: &FileEntry) -> Result<(), ReadError> {
-        use std::io::Read;
-        let name = entry.name.as_str();
-        let path = self.path.join(name);
-        if name.is_empty() || name.contains('/') || name.contains('\\') || name.starts_with('.') {
-            return Err(ReadError::Missing { path });
-        }
-        let io = |source: std::io::Error| {
-            if source.kind() == std::io::ErrorKind::NotFound {
-                ReadError::Missing { path: path.clone() }
-            } else {
-                ReadError::Io {
-                    path: path.clone(),
-                    source,
-                }
-            }
-        };
-        let mut f = std::fs::File::open(&path).map_err(io)?;
-        let mut hasher = Sha256::new();
-        let mut buf = vec![0u8; 1 << 16];
-        let mut actual = 0u64;
-        loop {
-            let n = match f.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(io(e)),
-            };
-            hasher.update(&buf[..n]);
-            actual += n as u64;
-        }
-        if actual != entry.bytes {
-            return Err(ReadError::Size {
-                path,
-                expected: entry.bytes,
-                actual,
-            });
-        }
-        let digest: String = hasher
-            .finalize()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        if digest != entry.sha256 {
-            return Err(ReadError::Checksum { path });
-        }
-        Ok(())
+        verify_entry(&self.path, entry)
     }
 
     /// Checks every file the manifest lists, in its order, and returns the first problem.
@@ -609,6 +674,57 @@ impl RunReader {
         let data = self.read(name)?;
         Ok(String::from_utf8_lossy(&data).into_owned())
     }
+}
+
+/// Checks file `entry` of run directory `dir` against its size and SHA-256 without keeping its
+/// contents (the file is hashed as it is read, so a large file costs no memory).
+pub fn verify_entry(dir: &Path, entry: &FileEntry) -> Result<(), ReadError> {
+    use std::io::Read;
+    let name = entry.name.as_str();
+    let path = dir.join(name);
+    if name.is_empty() || name.contains('/') || name.contains('\\') || name.starts_with('.') {
+        return Err(ReadError::Missing { path });
+    }
+    let io = |source: std::io::Error| {
+        if source.kind() == std::io::ErrorKind::NotFound {
+            ReadError::Missing { path: path.clone() }
+        } else {
+            ReadError::Io {
+                path: path.clone(),
+                source,
+            }
+        }
+    };
+    let mut f = std::fs::File::open(&path).map_err(io)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    let mut actual = 0u64;
+    loop {
+        let n = match f.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(io(e)),
+        };
+        hasher.update(&buf[..n]);
+        actual += n as u64;
+    }
+    if actual != entry.bytes {
+        return Err(ReadError::Size {
+            path,
+            expected: entry.bytes,
+            actual,
+        });
+    }
+    let digest: String = hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    if digest != entry.sha256 {
+        return Err(ReadError::Checksum { path });
+    }
+    Ok(())
 }
 
 #[cfg(test)]

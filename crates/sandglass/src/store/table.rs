@@ -154,6 +154,16 @@ impl Table {
 pub mod tables {
     use super::{col, Kind::*, Table};
 
+    /// The tables a run of `kind` may have.
+    pub fn of_kind(kind: &str) -> &'static [&'static Table] {
+        match kind {
+            "timer" => &[&TIMER_SAMPLES, &TIMER_TIMELINE],
+            "noise" => &[&NOISE_INTERRUPTIONS, &NOISE_TIMELINE],
+            "hourglass" => &[&TRACE, &LATENCY, &JOBS],
+            _ => &[],
+        }
+    }
+
     /// `timer`: every release.
     pub const TIMER_SAMPLES: Table = Table {
         stem: "samples",
@@ -748,12 +758,7 @@ impl TableWriter {
         self.closed.push(FileEntry {
             name,
             bytes: sink.bytes,
-            sha256: sink
-                .hasher
-                .finalize()
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect(),
+            sha256: super::sha256_hex_of(sink.hasher),
             format: self.table.format.to_string(),
             description: self.table.description.to_string(),
         });
@@ -917,7 +922,7 @@ enum Source {
 /// Reads one table of a run, batch by batch, whichever format the run was written in. Each file
 /// is checked against its size and SHA-256 in the manifest before its rows are used.
 pub struct TableReader<'r> {
-    run: &'r RunReader,
+    dir: &'r Path,
     table: &'static Table,
     source: Source,
 }
@@ -925,9 +930,17 @@ pub struct TableReader<'r> {
 impl<'r> TableReader<'r> {
     /// The reader of `table` in `run`, or `None` when the run does not have the table.
     pub fn open(run: &'r RunReader, table: &'static Table) -> Option<TableReader<'r>> {
-        let mut segments: Vec<(u32, FileEntry)> = run
-            .manifest
-            .files
+        TableReader::of_files(run.path(), &run.manifest.files, table)
+    }
+
+    /// The reader of `table` among the files `files` of run directory `dir` (a run whose
+    /// manifest is not written yet).
+    pub fn of_files(
+        dir: &'r Path,
+        files: &[FileEntry],
+        table: &'static Table,
+    ) -> Option<TableReader<'r>> {
+        let mut segments: Vec<(u32, FileEntry)> = files
             .iter()
             .filter_map(|f| table.segment_index(&f.name).map(|i| (i, f.clone())))
             .collect();
@@ -935,14 +948,12 @@ impl<'r> TableReader<'r> {
         let source = if !segments.is_empty() {
             Source::Segments(segments.into_iter().map(|s| s.1).collect())
         } else {
-            let csv = run
-                .manifest
-                .files
+            let csv = files
                 .iter()
                 .find(|f| f.name == table.legacy_csv && f.format.contains(csv_family(table)))?;
             Source::Csv(csv.clone())
         };
-        Some(TableReader { run, table, source })
+        Some(TableReader { dir, table, source })
     }
 
     pub fn table(&self) -> &'static Table {
@@ -980,8 +991,8 @@ impl<'r> TableReader<'r> {
     }
 
     fn parquet(&self, f: &FileEntry) -> Result<SerializedFileReader<std::fs::File>, ReadError> {
-        self.run.verify_file(f)?;
-        let path = self.run.path().join(&f.name);
+        super::verify_entry(self.dir, f)?;
+        let path = self.dir.join(&f.name);
         let file = std::fs::File::open(&path).map_err(|source| ReadError::Io {
             path: path.clone(),
             source,
@@ -999,6 +1010,15 @@ impl<'r> TableReader<'r> {
         columns: &[&str],
         mut each: impl FnMut(&Batch) -> Result<(), E>,
     ) -> Result<(), E> {
+        self.scan_while(columns, |b| each(b).map(|()| true))
+    }
+
+    /// [`TableReader::scan`] until `each` returns `false`.
+    pub fn scan_while<E: From<ReadError>>(
+        &self,
+        columns: &[&str],
+        mut each: impl FnMut(&Batch) -> Result<bool, E>,
+    ) -> Result<(), E> {
         let wanted: Vec<usize> = if columns.is_empty() {
             (0..self.table.columns.len()).collect()
         } else {
@@ -1015,7 +1035,9 @@ impl<'r> TableReader<'r> {
         match &self.source {
             Source::Segments(files) => {
                 for f in files {
-                    self.scan_parquet(f, &wanted, &mut each)?;
+                    if !self.scan_parquet(f, &wanted, &mut each)? {
+                        break;
+                    }
                 }
                 Ok(())
             }
@@ -1023,14 +1045,15 @@ impl<'r> TableReader<'r> {
         }
     }
 
+    /// Returns false when `each` asked to stop.
     fn scan_parquet<E: From<ReadError>>(
         &self,
         f: &FileEntry,
         wanted: &[usize],
-        each: &mut impl FnMut(&Batch) -> Result<(), E>,
-    ) -> Result<(), E> {
+        each: &mut impl FnMut(&Batch) -> Result<bool, E>,
+    ) -> Result<bool, E> {
         let reader = self.parquet(f)?;
-        let path = self.run.path().join(&f.name);
+        let path = self.dir.join(&f.name);
         let bad = |detail: String| ReadError::Parquet {
             path: path.clone(),
             detail,
@@ -1088,7 +1111,9 @@ impl<'r> TableReader<'r> {
                 }
                 batch.len = n;
                 done += n;
-                each(&batch)?;
+                if !each(&batch)? {
+                    return Ok(false);
+                }
                 if done >= expected && readers.is_empty() {
                     break;
                 }
@@ -1100,17 +1125,17 @@ impl<'r> TableReader<'r> {
                 .into());
             }
         }
-        Ok(())
+        Ok(true)
     }
 
     fn scan_csv<E: From<ReadError>>(
         &self,
         f: &FileEntry,
         wanted: &[usize],
-        each: &mut impl FnMut(&Batch) -> Result<(), E>,
+        each: &mut impl FnMut(&Batch) -> Result<bool, E>,
     ) -> Result<(), E> {
-        self.run.verify_file(f)?;
-        let path = self.run.path().join(&f.name);
+        super::verify_entry(self.dir, f)?;
+        let path = self.dir.join(&f.name);
         let file = std::fs::File::open(&path).map_err(|source| ReadError::Io {
             path: path.clone(),
             source,
@@ -1175,7 +1200,9 @@ impl<'r> TableReader<'r> {
             }
             batch.len += 1;
             if batch.len == READ_BATCH {
-                each(&batch)?;
+                if !each(&batch)? {
+                    return Ok(());
+                }
                 batch.clear();
             }
         }

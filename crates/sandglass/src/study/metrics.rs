@@ -93,9 +93,12 @@ pub fn timer(r: &TimerResult, usage: UsagePattern) -> Metrics {
         if let Some(x) = c.cpu_time_per_wakeup_ns {
             keep_max(&mut m, "cpu_per_wakeup_us", us(x));
         }
-        if !c.samples.is_empty() && r.interval_ns.0 > 0 {
-            let late: Vec<i64> = c.samples.iter().map(|s| s.1).collect();
-            let d = Distribution::from_samples(&late);
+        // The whole-run histogram of corrected lateness (three significant digits).
+        let Some([late, _, _]) = &c.histograms else {
+            continue;
+        };
+        if !late.is_empty() && r.interval_ns.0 > 0 {
+            let d = Distribution::from_histogram(late);
             let config = WorstCaseConfig::new(1e9 / r.interval_ns.0 as f64, usage);
             if let Ok(w) = worst_case::analyze(&d, &config) {
                 for h in &w.horizons {
@@ -105,8 +108,9 @@ pub fn timer(r: &TimerResult, usage: UsagePattern) -> Metrics {
                 }
             }
         }
-        for s in &c.samples {
-            add(&mut m, &log_bin_name(s.1), 1.0);
+        for v in late.iter_recorded() {
+            let ns = late.lowest_equivalent(v.value_iterated_to()) as i64;
+            add(&mut m, &log_bin_name(ns), v.count_at_value() as f64);
         }
     }
     if let Some(max) = m.get("interval_max_ms").copied() {

@@ -16,8 +16,9 @@ use crate::duration;
 use crate::load::{self, LoadReport};
 use crate::model::TimerKind;
 use crate::noise::{self, NoiseConfig};
+use crate::plan::LoadPlan;
 use crate::policy::Policy;
-use crate::runner::{LiveRow, LoadPlan, Observer, RunContext, RunError};
+use crate::runner::{LiveRow, Observer, RunContext, RunError};
 use crate::store::{self, RunDir, RunState, Tool};
 use crate::system;
 use crate::timer::{self, TimerConfig};
@@ -810,12 +811,12 @@ fn run_cell(
             };
             let r = timer::run(&config, ctx, obs)?;
             let mut metrics = metrics::timer(&r, usage_pattern(study));
-            metrics.extend(metrics::loads(&r.loads));
+            metrics.extend(metrics::loads(&r.run.loads));
             Ok(CellOutcome {
-                state: r.state,
-                detail: r.end_detail.clone(),
+                state: r.run.state,
+                detail: r.run.end_detail.clone(),
                 metrics,
-                loads: r.loads,
+                loads: r.run.loads,
             })
         }
         "noise" => {
@@ -829,7 +830,7 @@ fn run_cell(
                     .as_deref()
                     .map(noise::parse_workload)
                     .transpose()
-                    .map_err(RunError::Usage)?
+                    .map_err(|e| RunError::Usage(e.to_string()))?
                     .unwrap_or(0),
                 records: None,
                 main_cpu: None,
@@ -844,12 +845,12 @@ fn run_cell(
             };
             let r = noise::run(&config, ctx, obs)?;
             let mut metrics = metrics::noise(&r);
-            metrics.extend(metrics::loads(&r.loads));
+            metrics.extend(metrics::loads(&r.run.loads));
             Ok(CellOutcome {
-                state: r.state,
-                detail: r.end_detail.clone(),
+                state: r.run.state,
+                detail: r.run.end_detail.clone(),
                 metrics,
-                loads: r.loads,
+                loads: r.run.loads,
             })
         }
         "hourglass" => {
@@ -873,12 +874,12 @@ fn run_cell(
             spec.loads = loads;
             let r = crate::hourglass::run::run(&spec, ctx, obs)?;
             let mut metrics = metrics::hourglass(&r);
-            metrics.extend(metrics::loads(&r.loads));
+            metrics.extend(metrics::loads(&r.run.loads));
             Ok(CellOutcome {
-                state: r.state,
-                detail: r.end_detail.clone(),
+                state: r.run.state,
+                detail: r.run.end_detail.clone(),
                 metrics,
-                loads: r.loads.clone(),
+                loads: r.run.loads.clone(),
             })
         }
         _ => run_load_alone(cell_dir, &loads, d, ctx, obs),
