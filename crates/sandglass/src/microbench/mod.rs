@@ -347,6 +347,9 @@ pub(crate) struct Session {
     dir: RunDir,
     manifest: Manifest,
     start_ns: u64,
+    /// SIGINT and SIGTERM stay blocked from the `running` manifest to the final one, so that a
+    /// signal cannot end the process while the results are written.
+    _signals: crate::runner::SignalHold,
 }
 
 fn monotonic_ns() -> u64 {
@@ -363,6 +366,7 @@ impl Session {
         ctx: &RunContext,
         config: serde_json::Value,
     ) -> Result<Session, RunError> {
+        let signals = crate::runner::SignalHold::block()?;
         let dir = RunDir::create(output, &ctx.base_dir, kind)
             .map_err(|e| RunError::Usage(e.to_string()))?;
         let manifest = ctx.manifest(
@@ -383,6 +387,7 @@ impl Session {
             dir,
             manifest,
             start_ns: monotonic_ns(),
+            _signals: signals,
         })
     }
 

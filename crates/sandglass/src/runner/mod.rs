@@ -245,6 +245,44 @@ pub struct Measured {
     pub started: SystemTime,
     /// From the run's start to the last counter value any thread read.
     pub elapsed_ns: u64,
+    /// SIGINT and SIGTERM stay blocked until the run's files are written.
+    pub signals: SignalHold,
+}
+
+/// Keeps SIGINT and SIGTERM blocked until dropped, so that a signal that arrives while a run's
+/// results are written cannot end the process half-way; a signal that arrived meanwhile is
+/// taken when it is dropped (the run is over by then).
+pub struct SignalHold(Option<Box<dyn FnOnce() + Send>>);
+
+impl SignalHold {
+    /// A hold that does nothing when dropped.
+    pub fn none() -> SignalHold {
+        SignalHold(None)
+    }
+
+    /// Blocks SIGINT and SIGTERM now, until the hold is dropped (unless the caller had blocked
+    /// them already): for a run that writes its own files, from its first to its last.
+    pub fn block() -> Result<SignalHold, RunError> {
+        let host = RealHost;
+        let caller = host
+            .block_signals()
+            .map_err(|e| RunError::Failed(e.to_string()))?;
+        if caller {
+            return Ok(SignalHold::none());
+        }
+        Ok(SignalHold(Some(Box::new(move || {
+            while host.wait_signal(0).is_some() {}
+            host.unblock_signals();
+        }))))
+    }
+}
+
+impl Drop for SignalHold {
+    fn drop(&mut self) {
+        if let Some(f) = self.0.take() {
+            f();
+        }
+    }
 }
 
 impl Measured {
@@ -442,6 +480,20 @@ impl<'h, H: Host> Settings<'h, H> {
             Err(msg) => warn(obs, &mut p.warnings, WarningKind::MemoryNotLocked, msg),
         }
         Ok(s)
+    }
+
+    /// Hands the unblocking of the signals over to the returned hold (the run's results are
+    /// still to be written).
+    fn hold_signals(&mut self) -> SignalHold {
+        if self.caller_blocks {
+            return SignalHold::none();
+        }
+        self.caller_blocks = true;
+        let host = self.host.clone();
+        SignalHold(Some(Box::new(move || {
+            while host.wait_signal(0).is_some() {}
+            host.unblock_signals();
+        })))
     }
 
     /// Moves the main thread to its CPU, above every measuring thread's priority when a
@@ -677,9 +729,11 @@ fn run<H: Host, C: Clock + Copy + Send + Sync + 'static, S: Sink>(
     let mut collected = collect(host, &cal, threads, extras, obs, sup, &mut sink);
     collected.pm_qos_us = settings.pm_qos_us;
     collected.memory_locked = settings.memory_locked;
+    let signals = settings.hold_signals();
     drop(settings);
     let mut measured = collected.into_measured(p);
     measured.started = started;
+    measured.signals = signals;
     Ok((measured, sink))
 }
 
@@ -831,6 +885,7 @@ impl Collected {
             store_error: self.store_error,
             started: SystemTime::UNIX_EPOCH,
             elapsed_ns: self.elapsed_ns,
+            signals: SignalHold::none(),
         }
     }
 }

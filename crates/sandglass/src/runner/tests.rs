@@ -291,6 +291,12 @@ fn run_with(
     let tmp = tempfile::tempdir().expect("tempdir");
     let ctx = context(tmp.path(), faults);
     let r = measure_with(mock, plan, &ctx, &mut Silent, |_| Ok(sink));
+    // The run's results would be written here; then the signals are released.
+    let r = r.map(|(mut m, s)| {
+        mock.note("results written");
+        m.signals = SignalHold::none();
+        (m, s)
+    });
     (r, tmp)
 }
 
@@ -332,6 +338,23 @@ fn a_run_measures_and_restores_everything() {
         .iter()
         .any(|w| w.kind == WarningKind::MemoryNotLocked));
     assert_restored(&mock.log());
+}
+
+/// The signals stay blocked until the run's results are written.
+#[test]
+fn signals_are_released_after_the_results_are_written() {
+    let mock = Mock::default();
+    let (r, _tmp) = run_with(
+        &mock,
+        &timer_plan(1, 20),
+        Faults::default(),
+        Counting::default(),
+    );
+    r.expect("run");
+    let log = mock.log();
+    let written = log.iter().position(|x| x == "results written");
+    let unblocked = log.iter().position(|x| x == "signals unblocked");
+    assert!(written.is_some() && unblocked > written, "{log:?}");
 }
 
 #[test]
