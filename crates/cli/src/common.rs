@@ -182,11 +182,24 @@ pub fn context() -> RunContext {
     }
 }
 
-/// The exit code for a run that produced a result: 1 when it did not end normally.
+/// The exit code for a run that produced a result: 1 when it did not end normally. A run whose
+/// store could not be written (a full disk) ends with one error line saying why, after its
+/// summary: what it measured until then is kept.
 pub fn exit_code_for(state: &store::RunState) -> u8 {
     match state {
-        store::RunState::Watchdog | store::RunState::Failed => 1,
+        store::RunState::Watchdog | store::RunState::Failed | store::RunState::Incomplete => 1,
         _ => 0,
+    }
+}
+
+/// How a command that ran a measurement ends, from the run's header.
+pub fn run_outcome(run: &sandglass::result::RunHeader) -> Result<u8, Failure> {
+    match run.state {
+        store::RunState::Incomplete => Err(Failure::runtime(format!(
+            "{}: {}",
+            run.run_dir, run.end_detail
+        ))),
+        s => Ok(exit_code_for(&s)),
     }
 }
 

@@ -116,7 +116,18 @@ pub fn write_exports(flags: &ExportFlags, run: &Path) -> Result<Vec<PathBuf>, Fa
             )));
         }
     }
-    let reader = RunReader::open(run).map_err(|e| Failure::usage(e.to_string()))?;
+    let reader = RunReader::open_kept(run).map_err(|e| Failure::usage(e.to_string()))?;
+    if reader.manifest.state == sandglass::store::RunState::Incomplete {
+        eprintln!(
+            "sandglass: note: {} is incomplete ({}); exporting what it kept",
+            run.display(),
+            reader
+                .manifest
+                .end_detail
+                .as_deref()
+                .unwrap_or("no reason recorded")
+        );
+    }
     let mut written = Vec::new();
     if let Some(d) = &flags.csv {
         written.extend(csv::write(&reader, d).map_err(|e| failure("--csv", d, e))?);

@@ -1,6 +1,6 @@
 //! `sandglass hourglass`.
 
-use crate::common::{context, exit_code_for, Console, Failure};
+use crate::common::{context, Console, Failure};
 use anyhow::Context;
 use sandglass::hourglass::cmdline::{self, Command as HgCommand};
 use sandglass::hourglass::run;
@@ -36,5 +36,5 @@ pub fn hourglass(args: &[String]) -> Result<u8, Failure> {
     written
         .and_then(|_| out.flush())
         .context("writing the output")?;
-    Ok(exit_code_for(&result.run.state))
+    crate::common::run_outcome(&result.run)
 }

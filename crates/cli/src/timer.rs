@@ -1,8 +1,8 @@
 //! `sandglass timer`: timer wakeup latency on every chosen CPU.
 
 use crate::common::{
-    context, counter_arg, cpus_arg, exit_code_for, pm_qos_arg, policy_arg, print_json, time_arg,
-    Console, Failure, LoadFlags, TraceFlags,
+    context, counter_arg, cpus_arg, pm_qos_arg, policy_arg, print_json, time_arg, Console, Failure,
+    LoadFlags, TraceFlags,
 };
 use anyhow::Context;
 use clap::Args;
@@ -154,5 +154,5 @@ pub fn timer(a: &TimerArgs) -> Result<u8, Failure> {
             .and_then(|_| out.flush())
             .context("writing the output")?;
     }
-    Ok(exit_code_for(&result.run.state))
+    crate::common::run_outcome(&result.run)
 }

@@ -5,31 +5,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use assert_cmd::Command;
+mod common;
+
+use common::run_in as run;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-
-/// The command with its runs directory (and so its catalog) in `runs`.
-fn sandglass(runs: &Path) -> Command {
-    let mut c = Command::cargo_bin("sandglass").unwrap();
-    c.env("SANDGLASS_RUNS_DIR", runs);
-    c
-}
-
-struct Out {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-fn run(runs: &Path, args: &[&str]) -> Out {
-    let out = sandglass(runs).args(args).output().unwrap();
-    Out {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
 
 /// Expects success and returns standard output.
 fn ok(runs: &Path, args: &[&str]) -> String {
@@ -314,27 +294,8 @@ fn a_run_killed_with_sigkill_is_marked_incomplete_by_the_next_start() {
     let runs = tmp.path().join("runs");
     // A catalog to settle against: one finished run.
     let done = timer_run(&runs);
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("sandglass"))
-        .args(["timer", "-c", "0", "-d", "60s"])
-        .env("SANDGLASS_RUNS_DIR", &runs)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    // Wait until the run has written its `running` manifest.
-    let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    let killed = loop {
-        let found = std::fs::read_dir(&runs).unwrap().flatten().find(|e| {
-            e.path() != done
-                && std::fs::read_to_string(e.path().join("manifest.json"))
-                    .is_ok_and(|m| m.contains("\"running\""))
-        });
-        if let Some(e) = found {
-            break e.path();
-        }
-        assert!(std::time::Instant::now() < end, "the run wrote no manifest");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
+    let (mut child, killed) = common::start_timer_run(&runs);
+    assert_ne!(killed, done);
     let id = killed.file_name().unwrap().to_string_lossy().into_owned();
     // While it runs, it is listed as running and cannot be marked.
     let listed = rows(&runs);

@@ -113,6 +113,21 @@ pub enum CatalogError {
         #[source]
         source: std::io::Error,
     },
+    /// A study its process abandoned could not be marked abandoned.
+    #[error(transparent)]
+    MarkStudy(study_run::StudyError),
+    /// A run its process abandoned could not be marked abandoned.
+    #[error(transparent)]
+    MarkRun(store::StoreError),
+}
+
+/// Why a date given to `--since` or `--until` was refused.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum DateError {
+    #[error("{text}: not a date; give YYYY-MM-DD, a time such as 2026-11-22T10:15:00Z, or an age such as 36h or 7d")]
+    NotADate { text: String },
+    #[error("{text}: before 1970 or after 9999; give a date in between, or a shorter age")]
+    OutOfRange { text: String },
 }
 
 impl CatalogError {
@@ -396,7 +411,7 @@ impl Catalog {
         candidates.dedup();
         let mut marked = Vec::new();
         for dir in candidates {
-            if settle_dir(&dir) == Ok(true) {
+            if matches!(settle_dir(&dir), Ok(true)) {
                 // Indexed again when it was listed or lies in the store; a directory the
                 // catalog rejects (damaged) stays out, as it would have anyway.
                 let _ = self.index_settled(&dir);
@@ -640,11 +655,11 @@ impl Catalog {
 
 /// Marks the run or study in `dir` when its process abandoned it ([`store::mark_abandoned`],
 /// [`study_run::mark_abandoned`]); true when it was marked.
-pub fn settle_dir(dir: &Path) -> Result<bool, String> {
+pub fn settle_dir(dir: &Path) -> Result<bool, CatalogError> {
     if dir.join(study_run::STATE_FILE).exists() {
-        study_run::mark_abandoned(dir).map_err(|e| e.to_string())
+        study_run::mark_abandoned(dir).map_err(CatalogError::MarkStudy)
     } else if dir.join("manifest.json").exists() {
-        store::mark_abandoned(dir).map_err(|e| e.to_string())
+        store::mark_abandoned(dir).map_err(CatalogError::MarkRun)
     } else {
         Ok(false)
     }
@@ -1150,12 +1165,10 @@ pub fn figures(kind: &str, summary: &Value, loads: &Value) -> Map<String, Value>
 /// (`2026-11-22T10:15:00Z`), or an age such as `36h` or `7d` (that long before `now`). A bare
 /// date given as an upper bound means the end of that day. Returns RFC 3339 UTC with seconds,
 /// comparable with the catalog's `started_at`.
-pub fn parse_when(text: &str, upper: bool, now: SystemTime) -> Result<String, String> {
+pub fn parse_when(text: &str, upper: bool, now: SystemTime) -> Result<String, DateError> {
     let t = text.trim();
-    let bad = || {
-        format!(
-            "{text}: not a date; give YYYY-MM-DD, a time such as 2026-11-22T10:15:00Z, or an age such as 36h or 7d"
-        )
+    let bad = || DateError::NotADate {
+        text: text.to_string(),
     };
     let is_date = t.len() == 10
         && t.char_indices().all(|(i, c)| {
@@ -1183,9 +1196,9 @@ pub fn parse_when(text: &str, upper: bool, now: SystemTime) -> Result<String, St
     // formatted.
     let last = SystemTime::UNIX_EPOCH + Duration::from_secs(253_402_300_799);
     if when < SystemTime::UNIX_EPOCH || when > last {
-        return Err(format!(
-            "{text}: before 1970 or after 9999; give a date in between, or a shorter age"
-        ));
+        return Err(DateError::OutOfRange {
+            text: text.to_string(),
+        });
     }
     Ok(humantime::format_rfc3339_seconds(when).to_string())
 }
@@ -1252,12 +1265,14 @@ mod tests {
     fn noise_run(dir: &Path, started: &str, state: RunState) -> RunDir {
         let r = RunDir::create(Some(dir), Path::new("."), "noise").unwrap();
         let mut m = manifest(&r, "noise", state, started);
-        let summary =
-            json!({"cpus": [{"noise_share": 0.01, "interruptions_per_s": 500.0, "max_ns": 2000}]});
-        m.files.push(
-            r.write_file("summary.json", summary.to_string().as_bytes(), "n/1", "s")
-                .unwrap(),
-        );
+        // A run lists its summary only once it has finished.
+        if state != RunState::Running {
+            let summary = json!({"cpus": [{"noise_share": 0.01, "interruptions_per_s": 500.0, "max_ns": 2000}]});
+            m.files.push(
+                r.write_file("summary.json", summary.to_string().as_bytes(), "n/1", "s")
+                    .unwrap(),
+            );
+        }
         r.write_manifest(&m).unwrap();
         r
     }
@@ -1760,14 +1775,19 @@ mod tests {
         );
         for bad in ["yesterday", "2026-13-45", "2026/11/20", ""] {
             let e = parse_when(bad, false, now).expect_err(bad);
-            assert!(e.contains("YYYY-MM-DD"), "{e}");
+            assert!(matches!(e, DateError::NotADate { .. }), "{e}");
+            assert!(e.to_string().contains("YYYY-MM-DD"), "{e}");
         }
         // Found by fuzzing: an age reaching back before 1970 made the formatter panic.
         for bad in ["2525M2m525M2m", "100years"] {
             let e = parse_when(bad, false, now).expect_err(bad);
-            assert!(e.contains("before 1970"), "{e}");
+            assert!(matches!(e, DateError::OutOfRange { .. }), "{e}");
+            assert!(e.to_string().contains("before 1970"), "{e}");
         }
-        assert!(parse_when("9999-12-31", true, now).is_err());
+        assert!(matches!(
+            parse_when("9999-12-31", true, now),
+            Err(DateError::OutOfRange { .. })
+        ));
         assert_eq!(
             parse_when("9999-12-31", false, now).unwrap(),
             "9999-12-31T00:00:00Z"

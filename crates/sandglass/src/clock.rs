@@ -105,11 +105,11 @@ pub fn select_counter(
     cpu_flags: &[String],
 ) -> Result<CounterInfo, CounterError> {
     let has = |f: &str| cpu_flags.iter().any(|x| x == f);
-    let cycle_usable: Result<(CounterKind, &str), String> = if cfg!(target_arch = "x86_64") {
+    let cycle_usable: Result<(CounterKind, &str), &str> = if cfg!(target_arch = "x86_64") {
         if !has("constant_tsc") {
-            Err("the TSC rate changes with CPU frequency (no constant_tsc flag)".to_string())
+            Err("the TSC rate changes with CPU frequency (no constant_tsc flag)")
         } else if !has("nonstop_tsc") {
-            Err("the TSC stops in deep idle states (no nonstop_tsc flag)".to_string())
+            Err("the TSC stops in deep idle states (no nonstop_tsc flag)")
         } else {
             Ok((
                 CounterKind::Tsc,
@@ -122,7 +122,7 @@ pub fn select_counter(
             "the architected generic timer CNTVCT_EL0 runs at a constant rate",
         ))
     } else {
-        Err("this architecture has no cycle counter sandglass can read".to_string())
+        Err("this architecture has no cycle counter sandglass can read")
     };
     let raw = |why: String| CounterInfo {
         kind: CounterKind::MonotonicRaw,
@@ -131,7 +131,7 @@ pub fn select_counter(
     };
     match (choice, cycle_usable) {
         (CounterChoice::Raw, _) => Ok(raw("--counter raw was given".to_string())),
-        (CounterChoice::Tsc, Err(why)) => Err(CounterError::TscUnusable(why)),
+        (CounterChoice::Tsc, Err(why)) => Err(CounterError::TscUnusable(why.to_string())),
         (CounterChoice::Auto, Err(why)) => {
             Ok(raw(format!("{why}; polling CLOCK_MONOTONIC_RAW instead")))
         }

@@ -400,28 +400,54 @@ pub fn known_figure(name: &str) -> bool {
     PERCENTILES.iter().any(|(n, _)| *n == name) || name == "missed" || name == "count"
 }
 
+/// Why a gate list or a share cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum GateError {
+    #[error("'{0}' is not FIGURE=VALUE, such as p99.99=100us")]
+    NotAssignment(String),
+    #[error("'{0}' is not a figure; use p50, p90, p99, p99.9, p99.99, max, missed or count")]
+    Figure(String),
+    #[error("'{value}' is not a count for {figure}")]
+    Count { figure: String, value: String },
+    #[error("{figure}={value}: {source}")]
+    Time {
+        figure: String,
+        value: String,
+        source: crate::duration::DurationError,
+    },
+    #[error("no gate given; use FIGURE=VALUE, such as p99.99=100us")]
+    Empty,
+    #[error("'{0}' is not a share; use a percentage such as 10%")]
+    NotShare(String),
+    #[error("'{0}' must be a share of at least 0%")]
+    NegativeShare(String),
+}
+
 /// Parses `p99.99=100us,max=1ms,missed=0`: times take units (a bare number is ns); `missed`
 /// and `count` are counts.
-pub fn parse_gates(text: &str) -> Result<Vec<Gate>, String> {
+pub fn parse_gates(text: &str) -> Result<Vec<Gate>, GateError> {
     let mut out = Vec::new();
     for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let (name, value) = part
             .split_once('=')
-            .ok_or_else(|| format!("'{part}' is not FIGURE=VALUE, such as p99.99=100us"))?;
+            .ok_or_else(|| GateError::NotAssignment(part.to_string()))?;
         let name = name.trim();
         if !known_figure(name) {
-            return Err(format!(
-                "'{name}' is not a figure; use p50, p90, p99, p99.9, p99.99, max, missed or count"
-            ));
+            return Err(GateError::Figure(name.to_string()));
         }
         let value = value.trim();
         let limit = if name == "missed" || name == "count" {
-            value
-                .parse::<u64>()
-                .map_err(|_| format!("'{value}' is not a count for {name}"))? as f64
+            value.parse::<u64>().map_err(|_| GateError::Count {
+                figure: name.to_string(),
+                value: value.to_string(),
+            })? as f64
         } else {
             crate::duration::parse_or_ns(value)
-                .map_err(|e| format!("{name}={value}: {e}"))?
+                .map_err(|source| GateError::Time {
+                    figure: name.to_string(),
+                    value: value.to_string(),
+                    source,
+                })?
                 .0 as f64
         };
         out.push(Gate {
@@ -430,21 +456,21 @@ pub fn parse_gates(text: &str) -> Result<Vec<Gate>, String> {
         });
     }
     if out.is_empty() {
-        return Err("no gate given; use FIGURE=VALUE, such as p99.99=100us".into());
+        return Err(GateError::Empty);
     }
     Ok(out)
 }
 
 /// Parses a share: `10%` or `0.1`.
-pub fn parse_share(text: &str) -> Result<f64, String> {
+pub fn parse_share(text: &str) -> Result<f64, GateError> {
     let t = text.trim();
     let v = match t.strip_suffix('%') {
         Some(p) => p.trim().parse::<f64>().map(|x| x / 100.0),
         None => t.parse::<f64>(),
     }
-    .map_err(|_| format!("'{text}' is not a share; use a percentage such as 10%"))?;
+    .map_err(|_| GateError::NotShare(text.to_string()))?;
     if !(v.is_finite() && v >= 0.0) {
-        return Err(format!("'{text}' must be a share of at least 0%"));
+        return Err(GateError::NegativeShare(text.to_string()));
     }
     Ok(v)
 }
@@ -543,8 +569,14 @@ mod tests {
         assert_eq!((g[0].figure.as_str(), g[0].limit), ("p99.99", 100_000.0));
         assert_eq!(g[1].limit, 1_000_000.0);
         assert_eq!(g[2].limit, 0.0);
-        assert!(parse_gates("p98=1ms").unwrap_err().contains("not a figure"));
-        assert!(parse_gates("p99").unwrap_err().contains("FIGURE=VALUE"));
+        assert!(parse_gates("p98=1ms")
+            .unwrap_err()
+            .to_string()
+            .contains("not a figure"));
+        assert!(parse_gates("p99")
+            .unwrap_err()
+            .to_string()
+            .contains("FIGURE=VALUE"));
         assert!(parse_gates("max=soon").is_err());
         assert!(parse_gates("").is_err());
         assert_eq!(parse_share("10%").expect("valid"), 0.1);

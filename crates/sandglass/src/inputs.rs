@@ -23,59 +23,71 @@ pub struct Latency {
     pub description: String,
 }
 
+/// Why a `RUN@PERCENTILE` argument or a percentile name cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum SpecError {
+    #[error("'{0}' is not a percentile: write p50, p99, p99.99 or max")]
+    Percentile(String),
+    #[error("'{0}': write RUN@PERCENTILE, such as runs/x@p99.99")]
+    NoPercentile(String),
+    #[error("'{0}': after ':' give the CPU or thread number, such as @p99.99:1")]
+    Select(String),
+}
+
 /// A percentile name (`p50`, `p99.99`, `max`) as a quantile.
-pub fn parse_quantile(name: &str) -> Result<f64, String> {
+pub fn parse_quantile(name: &str) -> Result<f64, SpecError> {
     if name == "max" {
         return Ok(1.0);
     }
-    let digits = name
-        .strip_prefix('p')
-        .ok_or_else(|| format!("'{name}' is not a percentile: write p50, p99, p99.99 or max"))?;
+    let bad = || SpecError::Percentile(name.to_string());
+    let digits = name.strip_prefix('p').ok_or_else(bad)?;
     match digits.parse::<f64>() {
         Ok(p) if p > 0.0 && p <= 100.0 => Ok(p / 100.0),
-        _ => Err(format!(
-            "'{name}' is not a percentile: write p50, p99, p99.99 or max"
-        )),
+        _ => Err(bad()),
     }
 }
 
 /// `RUN@p99.99`, optionally `RUN@p99.99:N` to choose CPU or thread N.
-pub fn parse_run_at(spec: &str) -> Result<(PathBuf, f64, Option<usize>), String> {
+pub fn parse_run_at(spec: &str) -> Result<(PathBuf, f64, Option<usize>), SpecError> {
     let (run, rest) = spec
         .rsplit_once('@')
-        .ok_or_else(|| format!("'{spec}': write RUN@PERCENTILE, such as runs/x@p99.99"))?;
+        .ok_or_else(|| SpecError::NoPercentile(spec.to_string()))?;
     let (pct, select) = match rest.split_once(':') {
         Some((p, n)) => (
             p,
-            Some(n.parse::<usize>().map_err(|_| {
-                format!("'{spec}': after ':' give the CPU or thread number, such as @p99.99:1")
-            })?),
+            Some(
+                n.parse::<usize>()
+                    .map_err(|_| SpecError::Select(spec.to_string()))?,
+            ),
         ),
         None => (rest, None),
     };
     Ok((PathBuf::from(run), parse_quantile(pct)?, select))
 }
 
+/// Chooses the CPU or thread `select` among those a run has (the only one when it has one).
 fn choose(
     available: &[usize],
     select: Option<usize>,
-    what: &str,
+    what: &'static str,
     run: &Path,
-) -> Result<usize, String> {
+) -> Result<usize, InputError> {
+    let run = run.to_path_buf();
     match (select, available) {
         (Some(s), _) if available.contains(&s) => Ok(s),
-        (Some(s), _) => Err(format!(
-            "{}: no {what} {s} in this run (it has {what} {})",
-            run.display(),
-            list(available)
-        )),
+        (Some(s), _) => Err(InputError::Absent {
+            run,
+            what,
+            wanted: s,
+            available: list(available),
+        }),
         (None, [one]) => Ok(*one),
-        (None, []) => Err(format!("{}: the run has no samples", run.display())),
-        (None, many) => Err(format!(
-            "{}: the run measured {what}s {}; choose one with :N (RUN@p99:N) or --cpu N",
-            run.display(),
-            list(many)
-        )),
+        (None, []) => Err(InputError::NoSamples { run }),
+        (None, many) => Err(InputError::Ambiguous {
+            run,
+            what,
+            available: list(many),
+        }),
     }
 }
 
@@ -93,6 +105,21 @@ pub enum InputError {
     Read(#[from] ReadError),
     #[error("{0}")]
     Unusable(String),
+    #[error("{}: no {what} {wanted} in this run (it has {what} {available})", .run.display())]
+    Absent {
+        run: PathBuf,
+        what: &'static str,
+        wanted: usize,
+        available: String,
+    },
+    #[error("{}: the run has no samples", .run.display())]
+    NoSamples { run: PathBuf },
+    #[error("{}: the run measured {what}s {available}; choose one with :N (RUN@p99:N) or --cpu N", .run.display())]
+    Ambiguous {
+        run: PathBuf,
+        what: &'static str,
+        available: String,
+    },
 }
 
 fn unusable(s: String) -> InputError {
@@ -115,7 +142,7 @@ pub fn latency_from_run(path: &Path, select: Option<usize>) -> Result<Latency, I
         "timer" => {
             let totals = crate::store::data::totals(&r)?;
             let cpus: Vec<usize> = totals.cpus.keys().copied().collect();
-            let cpu = choose(&cpus, select, "CPU", path).map_err(unusable)?;
+            let cpu = choose(&cpus, select, "CPU", path)?;
             let h = &totals.cpus[&cpu].main;
             let interval = summary["interval_ns"].as_u64().unwrap_or(0);
             if interval == 0 {
@@ -152,7 +179,7 @@ pub fn latency_from_run(path: &Path, select: Option<usize>) -> Result<Latency, I
                 Ok(())
             })?;
             let threads: Vec<usize> = per.keys().copied().collect();
-            let th = choose(&threads, select, "thread", path).map_err(unusable)?;
+            let th = choose(&threads, select, "thread", path)?;
             let h = &per[&th];
             let active = summary["threads"][th]["active_ns"].as_u64().unwrap_or(0);
             if active == 0 {
@@ -233,7 +260,7 @@ pub fn execution_time_from_run(
         threads.sort_unstable();
         threads.dedup();
     }
-    let th = choose(&threads, thread, "thread", path).map_err(unusable)?;
+    let th = choose(&threads, thread, "thread", path)?;
     let Some(h) = per.get(&th) else {
         return Err(unusable(format!(
             "{}: thread {th} completed no job, so it has no execution time",
@@ -280,13 +307,15 @@ mod tests {
     #[test]
     fn choosing_a_stream() {
         let p = Path::new("r");
-        assert_eq!(choose(&[1], None, "CPU", p), Ok(1));
-        assert_eq!(choose(&[0, 1], Some(0), "CPU", p), Ok(0));
+        assert_eq!(choose(&[1], None, "CPU", p).expect("one"), 1);
+        assert_eq!(choose(&[0, 1], Some(0), "CPU", p).expect("chosen"), 0);
         assert!(choose(&[0, 1], None, "CPU", p)
             .expect_err("many")
+            .to_string()
             .contains("choose one"));
         assert!(choose(&[0, 1], Some(5), "CPU", p)
             .expect_err("absent")
+            .to_string()
             .contains("no CPU 5"));
     }
 }

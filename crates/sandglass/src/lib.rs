@@ -27,6 +27,7 @@ pub mod noise;
 pub mod os;
 pub mod plan;
 pub mod policy;
+pub mod replay;
 pub mod result;
 pub mod runner;
 pub mod stats;

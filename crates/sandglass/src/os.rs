@@ -55,27 +55,42 @@ pub enum OsTimer {
     Rtc(Rtc),
 }
 
+/// Why a thread's timer could not be created.
+#[derive(Debug, thiserror::Error)]
+pub enum TimerError {
+    #[error("timerfd_create failed: {0}")]
+    Timerfd(Errno),
+    #[error("timer_create failed: {0}")]
+    Posix(Errno),
+    #[error("-i RTC: this machine has no /dev/rtc (the kernel has no RTC driver, common in virtual machines); use -i HR, the high-resolution timer (clock_nanosleep), instead")]
+    NoRtc,
+    #[error("-i RTC: cannot open {path}: {source}; use -i HR instead")]
+    RtcOpen {
+        path: &'static str,
+        source: std::io::Error,
+    },
+    #[error("-i RTC: cannot start {RTC_HZ} Hz periodic interrupts on {path}: {errno} (rates above 64 Hz need root or /proc/sys/dev/rtc/max-user-freq); use -i HR instead")]
+    RtcStart { path: &'static str, errno: Errno },
+}
+
 /// Creates the timer of `kind` for the calling thread. POSIX timers need the timer signal
 /// blocked in this thread (the run blocks it before creating threads).
-pub fn make_timer(kind: TimerKind) -> Result<OsTimer, String> {
+pub fn make_timer(kind: TimerKind) -> Result<OsTimer, TimerError> {
     Ok(match kind {
         TimerKind::Native => OsTimer::Native,
         TimerKind::Hr => OsTimer::Hr,
         TimerKind::Busy => OsTimer::Busy,
-        TimerKind::Timerfd => {
-            OsTimer::Timerfd(TimerFd::new().map_err(|e| format!("timerfd_create failed: {e}"))?)
-        }
+        TimerKind::Timerfd => OsTimer::Timerfd(TimerFd::new().map_err(TimerError::Timerfd)?),
         TimerKind::Posix => OsTimer::Posix(
             PosixTimer::new_for_thread(sched::gettid(), sandglass_sys::signal::timer_signal())
-                .map_err(|e| format!("timer_create failed: {e}"))?,
+                .map_err(TimerError::Posix)?,
         ),
         TimerKind::Rtc => {
-            let path = rtc_path().ok_or_else(rtc_missing_message)?;
+            let path = rtc_path().ok_or(TimerError::NoRtc)?;
             let rtc = Rtc::open(std::path::Path::new(path))
-                .map_err(|e| format!("-i RTC: cannot open {path}: {e}; use -i HR instead"))?;
-            rtc.start_periodic(RTC_HZ).map_err(|e| {
-                format!("-i RTC: cannot start {RTC_HZ} Hz periodic interrupts on {path}: {e} (rates above 64 Hz need root or /proc/sys/dev/rtc/max-user-freq); use -i HR instead")
-            })?;
+                .map_err(|source| TimerError::RtcOpen { path, source })?;
+            rtc.start_periodic(RTC_HZ)
+                .map_err(|errno| TimerError::RtcStart { path, errno })?;
             OsTimer::Rtc(rtc)
         }
     })
@@ -87,11 +102,6 @@ pub fn rtc_path() -> Option<&'static str> {
         .iter()
         .copied()
         .find(|p| std::path::Path::new(p).exists())
-}
-
-/// The error for `-i RTC` on a machine without an RTC device.
-pub fn rtc_missing_message() -> String {
-    "-i RTC: this machine has no /dev/rtc (the kernel has no RTC driver, common in virtual machines); use -i HR, the high-resolution timer (clock_nanosleep), instead".to_string()
 }
 
 impl OsTimer {
@@ -448,19 +458,24 @@ pub fn hold_cpu_dma_latency(us: u32) -> std::io::Result<PmQos> {
     })
 }
 
-/// Locks all memory when that cannot make a later allocation fail; otherwise returns the
-/// warning text (buffers are prefaulted in every case).
-pub fn lock_memory(privs: &Privileges) -> Result<(), String> {
+/// Why memory was left unlocked (buffers are prefaulted in every case).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum MemoryLockError {
+    #[error("memory not locked: mlockall failed ({0}); buffers were prefaulted instead, but page faults may still show as gaps")]
+    Failed(Errno),
+    #[error("memory not locked: the locked-memory limit is {} KiB and the process lacks CAP_IPC_LOCK, so locking everything could make a later allocation fail. Buffers were prefaulted instead. Raise the limit (ulimit -l unlimited) or grant CAP_IPC_LOCK", .limit_bytes / 1024)]
+    Limited { limit_bytes: u64 },
+}
+
+/// Locks all memory when that cannot make a later allocation fail.
+pub fn lock_memory(privs: &Privileges) -> Result<(), MemoryLockError> {
     let unlimited = privs.rlimit_memlock_bytes.is_none();
     if privs.euid == 0 || privs.cap_ipc_lock || unlimited {
-        sandglass_sys::mem::lock_all().map_err(|e| {
-            format!("memory not locked: mlockall failed ({e}); buffers were prefaulted instead, but page faults may still show as gaps")
-        })
+        sandglass_sys::mem::lock_all().map_err(MemoryLockError::Failed)
     } else {
-        Err(format!(
-            "memory not locked: the locked-memory limit is {} KiB and the process lacks CAP_IPC_LOCK, so locking everything could make a later allocation fail. Buffers were prefaulted instead. Raise the limit (ulimit -l unlimited) or grant CAP_IPC_LOCK",
-            privs.rlimit_memlock_bytes.unwrap_or(0) / 1024
-        ))
+        Err(MemoryLockError::Limited {
+            limit_bytes: privs.rlimit_memlock_bytes.unwrap_or(0),
+        })
     }
 }
 
@@ -511,7 +526,7 @@ mod tests {
             m.contains("37.5%") && m.contains("95% per CPU x 2 CPUs = 190%"),
             "{m}"
         );
-        assert!(rtc_missing_message().contains("-i HR"));
+        assert!(TimerError::NoRtc.to_string().contains("-i HR"));
     }
 
     /// Each timer kind's arithmetic on an exact calibration: 3 ticks per ns against

@@ -20,6 +20,9 @@ pub struct RunHeader {
     /// written before the field existed.
     #[serde(default)]
     pub schema: String,
+    /// The probe (`timer`, `noise`, `hourglass`); empty in Hourglass summaries of run format 1,
+    /// which had no such field (the manifest names the kind).
+    #[serde(default)]
     pub kind: String,
     pub run_id: String,
     pub run_dir: String,

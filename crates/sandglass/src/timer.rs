@@ -538,11 +538,22 @@ pub fn run(
     let cpus = measured_cpus(config.cpus.as_ref(), config.main_cpu, &allowed)
         .map_err(|e| RunError::Usage(e.to_string()))?;
     let plan = plan(config, &cpus);
-    let (mut m, sink) = runner::measure(&plan, ctx, obs, |s| TimerSink::create(s, &cpus))?;
+    let (m, sink) = runner::measure(&plan, ctx, obs, |s| TimerSink::create(s, &cpus))?;
+    conclude(config, &cpus, m, sink)
+}
+
+/// Closes the store of what `m` measured on `cpus`, builds the result and writes the run's
+/// last files: what [`run`] does once the threads are done (and a replay does too).
+pub fn conclude(
+    config: &TimerConfig,
+    cpus: &[usize],
+    mut m: Measured,
+    sink: TimerSink,
+) -> Result<TimerResult, RunError> {
     let now = m.elapsed_ns();
     let (closed, stored) = sink.finish(now);
     let mut files = result::close_store(&mut m, closed);
-    let mut result = build(config, &cpus, &mut m, &stored.spikes);
+    let mut result = build(config, cpus, &mut m, &stored.spikes);
     if m.state != RunState::Incomplete {
         if let Err(e) = exact_figures(
             config,

@@ -68,3 +68,61 @@ pub fn segment(
 ) -> std::path::PathBuf {
     dir.join(table.segment_name(0))
 }
+
+/// What one invocation of the command printed and how it ended.
+pub struct Out {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs the command with `args` and its runs directory (and so its catalog) in `runs`.
+pub fn run_in(runs: &std::path::Path, args: &[&str]) -> Out {
+    let out = assert_cmd::Command::cargo_bin("sandglass")
+        .unwrap()
+        .env("SANDGLASS_RUNS_DIR", runs)
+        .args(args)
+        .output()
+        .unwrap();
+    Out {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Starts `sandglass timer -c 0 -d 60s` with its runs directory in `runs` and waits until it
+/// has written its `running` manifest; returns the process and the run's directory. The caller
+/// ends the process and waits for it.
+#[allow(clippy::zombie_processes)]
+pub fn start_timer_run(runs: &std::path::Path) -> (std::process::Child, std::path::PathBuf) {
+    let before: Vec<std::path::PathBuf> = std::fs::read_dir(runs)
+        .map(|rd| rd.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("sandglass"))
+        .args(["timer", "-c", "0", "-d", "60s"])
+        .env("SANDGLASS_RUNS_DIR", runs)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let found = std::fs::read_dir(runs).ok().and_then(|rd| {
+            rd.flatten().find(|e| {
+                !before.contains(&e.path())
+                    && std::fs::read_to_string(e.path().join("manifest.json"))
+                        .is_ok_and(|m| m.contains("\"running\""))
+            })
+        });
+        if let Some(e) = found {
+            return (child, e.path());
+        }
+        if std::time::Instant::now() > end {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the run wrote no manifest within 20 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

@@ -4,9 +4,20 @@
 
 use sandglass::clock::{Anchor, Calibration, ClockPair, CounterInfo, CounterKind};
 use sandglass::store::table::{tables, Kind, Limits, Table, TableWriter};
-use sandglass::store::{FileEntry, Manifest, RunDir, RunState, Tool};
+use sandglass::store::{FileEntry, Manifest, RunDir, RunState, StoreError, Tool};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+
+/// Why a fixture could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum FixtureError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("no column {0} in the fixture")]
+    NoColumn(&'static str),
+    #[error("'{value}' in column {column} is not an integer")]
+    NotInteger { value: String, column: &'static str },
+}
 
 /// The run format a fixture is written in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,7 +46,11 @@ fn table_of(kind: &str, name: &str) -> Option<(&'static Table, &'static str)> {
 }
 
 /// Writes the CSV text `csv` of `table` as Parquet segments into `run`.
-fn parquet_of(run: &RunDir, table: &'static Table, csv: &str) -> Result<Vec<FileEntry>, String> {
+fn parquet_of(
+    run: &RunDir,
+    table: &'static Table,
+    csv: &str,
+) -> Result<Vec<FileEntry>, FixtureError> {
     let mut lines = csv.lines();
     let header: Vec<&str> = lines.next().unwrap_or("").split(',').collect();
     let cols: Vec<usize> = table
@@ -45,19 +60,20 @@ fn parquet_of(run: &RunDir, table: &'static Table, csv: &str) -> Result<Vec<File
             header
                 .iter()
                 .position(|h| *h == c.name)
-                .ok_or_else(|| format!("no column {} in the fixture", c.name))
+                .ok_or(FixtureError::NoColumn(c.name))
         })
         .collect::<Result<_, _>>()?;
-    let mut w =
-        TableWriter::create(run.path(), table, Limits::default()).map_err(|e| e.to_string())?;
+    let mut w = TableWriter::create(run.path(), table, Limits::default())?;
     for line in lines.filter(|l| !l.trim().is_empty()) {
         let f: Vec<&str> = line.split(',').collect();
         let b = w.row();
         for (i, (c, &k)) in table.columns.iter().zip(&cols).enumerate() {
             let v = f.get(k).copied().unwrap_or("");
             let int = || {
-                v.parse::<i64>()
-                    .map_err(|_| format!("'{v}' in column {}", c.name))
+                v.parse::<i64>().map_err(|_| FixtureError::NotInteger {
+                    value: v.to_string(),
+                    column: c.name,
+                })
             };
             match c.kind {
                 Kind::I32 => b.push_i32(i, int()? as i32),
@@ -66,9 +82,9 @@ fn parquet_of(run: &RunDir, table: &'static Table, csv: &str) -> Result<Vec<File
                 Kind::Text => b.push_text(i, &v.as_bytes().to_vec().into()),
             }
         }
-        w.end_row(0).map_err(|e| e.to_string())?;
+        w.end_row(0)?;
     }
-    w.finish(0).map_err(|e| e.to_string())
+    Ok(w.finish(0)?)
 }
 
 /// Counter ticks per second of CLOCK_MONOTONIC_RAW in the synthetic clock.
@@ -127,7 +143,7 @@ pub fn write_run(
     kind: &str,
     files: &[(&str, String)],
     summary: &serde_json::Value,
-) -> Result<PathBuf, String> {
+) -> Result<PathBuf, FixtureError> {
     write_run_as(dir, kind, files, summary, Format::V2)
 }
 
@@ -138,25 +154,20 @@ pub fn write_run_as(
     files: &[(&str, String)],
     summary: &serde_json::Value,
     format: Format,
-) -> Result<PathBuf, String> {
-    let run = RunDir::create(Some(dir), Path::new("."), kind).map_err(|e| e.to_string())?;
+) -> Result<PathBuf, FixtureError> {
+    let run = RunDir::create(Some(dir), Path::new("."), kind)?;
     let mut entries: Vec<FileEntry> = Vec::new();
     let text = serde_json::to_vec_pretty(summary).unwrap_or_default();
-    entries.push(
-        run.write_file("summary.json", &text, "test/1", "synthetic")
-            .map_err(|e| e.to_string())?,
-    );
+    entries.push(run.write_file("summary.json", &text, "test/1", "synthetic")?);
     for (name, data) in files {
         match (table_of(kind, name), format) {
             (Some((table, _)), Format::V2) => entries.extend(parquet_of(&run, table, data)?),
-            (Some((_, csv_format)), Format::V1) => entries.push(
-                run.write_file(name, data.as_bytes(), csv_format, "synthetic")
-                    .map_err(|e| e.to_string())?,
-            ),
-            (None, _) => entries.push(
-                run.write_file(name, data.as_bytes(), "test/1", "synthetic")
-                    .map_err(|e| e.to_string())?,
-            ),
+            (Some((_, csv_format)), Format::V1) => {
+                entries.push(run.write_file(name, data.as_bytes(), csv_format, "synthetic")?)
+            }
+            (None, _) => {
+                entries.push(run.write_file(name, data.as_bytes(), "test/1", "synthetic")?)
+            }
         }
     }
     let m = Manifest {
@@ -182,7 +193,7 @@ pub fn write_run_as(
         warnings: vec![],
         files: entries,
     };
-    run.write_manifest(&m).map_err(|e| e.to_string())?;
+    run.write_manifest(&m)?;
     Ok(dir.to_path_buf())
 }
 
@@ -202,7 +213,10 @@ pub fn timer_samples() -> Vec<(u64, u64, i64, i64, bool)> {
 }
 
 /// A timer run with `samples` on CPUs 1 and 2.
-pub fn timer_run(dir: &Path, samples: &[(u64, u64, i64, i64, bool)]) -> Result<PathBuf, String> {
+pub fn timer_run(
+    dir: &Path,
+    samples: &[(u64, u64, i64, i64, bool)],
+) -> Result<PathBuf, FixtureError> {
     timer_run_as(dir, samples, Format::V2)
 }
 
@@ -211,7 +225,7 @@ pub fn timer_run_as(
     dir: &Path,
     samples: &[(u64, u64, i64, i64, bool)],
     format: Format,
-) -> Result<PathBuf, String> {
+) -> Result<PathBuf, FixtureError> {
     let mut csv = String::from("cpu,release,release_ns,lateness_ns,missed\n");
     for (cpu, k, rel, late, missed) in samples {
         let _ = writeln!(csv, "{cpu},{k},{rel},{late},{}", u8::from(*missed));
@@ -229,7 +243,7 @@ pub fn timer_run_as(
 }
 
 /// A noise run with interruptions `(cpu, start_ns, duration_ns)`.
-pub fn noise_run(dir: &Path, list: &[(u64, u64, u64)]) -> Result<PathBuf, String> {
+pub fn noise_run(dir: &Path, list: &[(u64, u64, u64)]) -> Result<PathBuf, FixtureError> {
     noise_run_as(dir, list, Format::V2)
 }
 
@@ -238,7 +252,7 @@ pub fn noise_run_as(
     dir: &Path,
     list: &[(u64, u64, u64)],
     format: Format,
-) -> Result<PathBuf, String> {
+) -> Result<PathBuf, FixtureError> {
     let mut csv = String::from("cpu,start_ns,duration_ns\n");
     for (cpu, s, d) in list {
         let _ = writeln!(csv, "{cpu},{s},{d}");
@@ -277,7 +291,7 @@ pub fn hourglass_run(
     dir: &Path,
     rows: &[(u64, u64, u64, u64, &str)],
     extra: &[(&str, String)],
-) -> Result<PathBuf, String> {
+) -> Result<PathBuf, FixtureError> {
     hourglass_run_as(dir, rows, extra, Format::V2)
 }
 
@@ -287,7 +301,7 @@ pub fn hourglass_run_as(
     rows: &[(u64, u64, u64, u64, &str)],
     extra: &[(&str, String)],
     format: Format,
-) -> Result<PathBuf, String> {
+) -> Result<PathBuf, FixtureError> {
     let mut files = vec![("trace.csv", trace_csv(rows))];
     files.extend(extra.iter().map(|(n, t)| (*n, t.clone())));
     let summary = serde_json::json!({

@@ -13,7 +13,7 @@
 
 use super::distribution::Distribution;
 use super::fit::Point;
-use crate::duration;
+use crate::duration::{self, DurationError};
 use std::path::Path;
 use thiserror::Error;
 
@@ -82,14 +82,24 @@ fn lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
     })
 }
 
+/// Why a signed time did not parse; the message follows `is not a latency: `.
+#[derive(Debug, Error)]
+enum SignedNsError {
+    #[error(transparent)]
+    Duration(#[from] DurationError),
+    /// More nanoseconds than an `i64` holds.
+    #[error("is too large")]
+    TooLarge,
+}
+
 /// A signed time: an optional minus sign, then a time with a unit or integer nanoseconds.
-fn signed_ns(s: &str) -> Result<i64, String> {
+fn signed_ns(s: &str) -> Result<i64, SignedNsError> {
     let (neg, body) = match s.strip_prefix('-') {
         Some(rest) => (true, rest),
         None => (false, s),
     };
-    let ns = duration::parse_or_ns(body).map_err(|e| e.to_string())?;
-    let v = i64::try_from(ns.0).map_err(|_| "is too large".to_string())?;
+    let ns = duration::parse_or_ns(body)?;
+    let v = i64::try_from(ns.0).map_err(|_| SignedNsError::TooLarge)?;
     Ok(if neg { -v } else { v })
 }
 

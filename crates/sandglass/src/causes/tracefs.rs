@@ -21,9 +21,9 @@
 //! finds it (its name holds a process id that no longer exists).
 
 use super::attribute::Traced;
-use super::tracefs_raw::{self, Decoder, Format, PageLayout};
+use super::tracefs_raw::{self, DecodeError, Decoder, Format, PageLayout};
 use std::fs::{self, File, OpenOptions};
-use std::io::{ErrorKind, Read, Write};
+use std::io::{self, ErrorKind, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -83,6 +83,61 @@ pub enum TraceError {
     /// Something failed while setting up or reading.
     #[error("{0}")]
     Failed(String),
+}
+
+/// Why the tracing instance could not be configured or started (after it was created).
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// A tracefs control file refused a value.
+    #[error(
+        "cannot write {value:?} to {path}: {source} (give a smaller --trace-buffer if the \
+         kernel is short of memory, or drop --trace)"
+    )]
+    Write {
+        path: PathBuf,
+        value: String,
+        #[source]
+        source: io::Error,
+    },
+    /// `events/header_page` could not be read.
+    #[error("cannot read events/header_page ({path}): {source} (drop --trace)")]
+    ReadHeaderPage {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// `events/header_page` describes a page this reader does not know.
+    #[error("cannot read the page layout in events/header_page: {source} (drop --trace)")]
+    HeaderPage {
+        #[source]
+        source: DecodeError,
+    },
+    /// An event's `format` file could not be parsed.
+    #[error("cannot read the format of {event}: {source} (drop --trace)")]
+    EventFormat {
+        event: String,
+        #[source]
+        source: DecodeError,
+    },
+    /// The kernel has no `sched:sched_switch` event.
+    #[error(
+        "this kernel has no sched_switch event: --trace cannot attribute time (use a kernel \
+         with scheduler tracepoints, or drop --trace)"
+    )]
+    NoSchedSwitch,
+    /// A CPU's `trace_pipe_raw` could not be opened.
+    #[error("cannot open {path}: {source} (drop --trace)")]
+    OpenPipe {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl From<SetupError> for TraceError {
+    fn from(e: SetupError) -> Self {
+        TraceError::Failed(e.to_string())
+    }
 }
 
 /// What the kernel recorded during a run.
@@ -247,13 +302,17 @@ fn read_text(path: &Path) -> std::io::Result<String> {
     Ok(String::from_utf8_lossy(&out).into_owned())
 }
 
-fn write_file(path: &Path, value: &str) -> Result<(), String> {
+fn write_file(path: &Path, value: &str) -> Result<(), SetupError> {
     OpenOptions::new()
         .write(true)
         .truncate(true)
         .open(path)
         .and_then(|mut f| f.write_all(value.as_bytes()))
-        .map_err(|e| format!("cannot write {value:?} to {}: {e}", path.display()))
+        .map_err(|source| SetupError::Write {
+            path: path.to_path_buf(),
+            value: value.to_string(),
+            source,
+        })
 }
 
 impl Session {
@@ -298,19 +357,23 @@ impl Session {
             removed: false,
         };
         // Dropping `s` on an error removes the instance.
-        s.configure(opts).map_err(TraceError::Failed)?;
+        s.configure(opts)?;
         Ok(s)
     }
 
-    fn configure(&mut self, opts: &TraceOptions) -> Result<(), String> {
+    fn configure(&mut self, opts: &TraceOptions) -> Result<(), SetupError> {
         let d = self.dir.clone();
         write_file(&d.join("tracing_on"), "0")?;
         write_file(&d.join("trace_clock"), "mono")?;
         write_file(&d.join("buffer_size_kb"), &opts.buffer_kb.to_string())?;
         write_file(&d.join("tracing_cpumask"), &cpumask(&self.cpus))?;
-        let header = read_text(&self.mount.join("events/header_page"))
-            .map_err(|e| format!("cannot read events/header_page: {e}"))?;
-        self.layout = tracefs_raw::parse_header_page(&header)?;
+        let header_path = self.mount.join("events/header_page");
+        let header = read_text(&header_path).map_err(|source| SetupError::ReadHeaderPage {
+            path: header_path,
+            source,
+        })?;
+        self.layout = tracefs_raw::parse_header_page(&header)
+            .map_err(|source| SetupError::HeaderPage { source })?;
         let mut names: Vec<String> = EVENTS.iter().map(|e| e.to_string()).collect();
         if let Ok(rd) = fs::read_dir(d.join("events/irq_vectors")) {
             let mut v: Vec<String> = rd
@@ -331,8 +394,12 @@ impl Session {
             let Ok(text) = read_text(&ev.join("format")) else {
                 continue;
             };
-            let format = tracefs_raw::parse_format(system, &text)
-                .map_err(|e| format!("cannot read the format of {name}: {e}"))?;
+            let format = tracefs_raw::parse_format(system, &text).map_err(|source| {
+                SetupError::EventFormat {
+                    event: name.clone(),
+                    source,
+                }
+            })?;
             // ftrace/print has no enable file: trace_marker writes always reach the buffer.
             if ev.join("enable").exists() {
                 write_file(&ev.join("enable"), "1")?;
@@ -341,9 +408,7 @@ impl Session {
             self.enabled.push(name);
         }
         if !self.enabled.iter().any(|e| e == "sched/sched_switch") {
-            return Err(
-                "this kernel has no sched_switch event: --trace cannot attribute time".to_string(),
-            );
+            return Err(SetupError::NoSchedSwitch);
         }
         self.decoder = Decoder::new(&formats);
         for &cpu in &self.cpus {
@@ -352,7 +417,7 @@ impl Session {
                 .read(true)
                 .custom_flags(O_NONBLOCK)
                 .open(&p)
-                .map_err(|e| format!("cannot open {}: {e}", p.display()))?;
+                .map_err(|source| SetupError::OpenPipe { path: p, source })?;
             self.pipes.push((cpu, f));
         }
         write_file(&d.join("trace"), "")?;
@@ -362,7 +427,7 @@ impl Session {
     /// Starts recording, and writes a marker at a known CLOCK_MONOTONIC time from the first
     /// traced CPU (the calling thread visits it for the write; call this before the
     /// measurement starts).
-    pub fn start(&mut self) -> Result<(), String> {
+    pub fn start(&mut self) -> Result<(), SetupError> {
         use sandglass_sys::sched::{get_affinity, set_affinity, Tid};
         write_file(&self.dir.join("tracing_on"), "1")?;
         let before = get_affinity(Tid::SELF).ok();

@@ -56,6 +56,165 @@
 
 use std::collections::HashMap;
 
+/// Why an event's `format` file, `events/header_page`, a page of `trace_pipe_raw` or a record
+/// could not be read. Each message names what is malformed and where; a kernel that lays its
+/// events out in a way this reader does not know gives these, and `--trace` then counts the
+/// records as undecoded (or, for a format file, fails to start).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// A `field:` line's `offset:` is not a number.
+    #[error("bad offset `{0}`")]
+    BadOffset(String),
+    /// A `field:` line's `size:` is not a number.
+    #[error("bad size `{0}`")]
+    BadSize(String),
+    /// A `field:` line with no declaration.
+    #[error("no declaration")]
+    NoDeclaration,
+    /// A `field:` line with no `offset:`.
+    #[error("`{decl}` has no offset")]
+    NoOffset { decl: String },
+    /// A `field:` line with no `size:`.
+    #[error("`{decl}` has no size")]
+    NoSize { decl: String },
+    /// A malformed `field:` line of a `format` file.
+    #[error("line {line}: {source}")]
+    Line {
+        line: usize,
+        #[source]
+        source: Box<DecodeError>,
+    },
+    /// An `ID:` line that is not a 16-bit event id.
+    #[error("line {line}: bad event id `{value}`")]
+    BadEventId { line: usize, value: String },
+    /// A `field:` declaration that names no field.
+    #[error("line {line}: no field name in `{decl}`")]
+    NoFieldName { line: usize, decl: String },
+    /// A `format` file with no `name:` line.
+    #[error("no `name:` line")]
+    NoName,
+    /// A `format` file with no `ID:` line.
+    #[error("{system}:{event}: no `ID:` line")]
+    NoEventId { system: String, event: String },
+    /// A `format` file with no `field:` line.
+    #[error("{system}:{event}: no fields")]
+    NoFields { system: String, event: String },
+    /// `events/header_page` puts the page's time stamp elsewhere than a u64 at offset 0.
+    #[error("the page time stamp is {size} bytes at offset {offset}, not 8 at 0")]
+    TimeStampLayout { offset: usize, size: usize },
+    /// `events/header_page` lacks the `commit` or `data` field.
+    #[error("no `{0}` field")]
+    NoHeaderField(&'static str),
+    /// `events/header_page` gives `commit` a size that is not a C `long`.
+    #[error("`commit` is {0} bytes, not 4 or 8")]
+    CommitSize(usize),
+    /// `events/header_page` puts `data` inside the page header.
+    #[error("`data` at offset {0} overlaps the header")]
+    DataOverlap(usize),
+    /// A page shorter than its time stamp.
+    #[error("page of {len} bytes is too short for its 8-byte time stamp")]
+    NoTimeStamp { len: usize },
+    /// A page shorter than its commit word.
+    #[error("page of {len} bytes has no {size}-byte commit word at byte offset {offset}")]
+    NoCommit {
+        len: usize,
+        size: usize,
+        offset: usize,
+    },
+    /// A commit word that counts more data than the page holds.
+    #[error(
+        "commit length {length} (commit word {commit:#x} at byte offset {commit_offset}) runs \
+         past the end of the {len}-byte page (data starts at byte offset {data_offset})"
+    )]
+    CommitPastEnd {
+        length: usize,
+        commit: u64,
+        commit_offset: usize,
+        len: usize,
+        data_offset: usize,
+    },
+    /// A stored count of missed events that does not fit in the page.
+    #[error(
+        "the commit word flags a stored count of missed events, but its {size} bytes at byte \
+         offset {offset} run past the end of the {len}-byte page"
+    )]
+    MissedCountPastEnd {
+        size: usize,
+        offset: usize,
+        len: usize,
+    },
+    /// A record header or length word cut off by the end of the page's data.
+    #[error("truncated {what} at byte offset {offset}: the page's data ends at {end}")]
+    Truncated {
+        what: &'static str,
+        offset: usize,
+        end: usize,
+    },
+    /// A long record (type_len 0) whose length word is less than its own size.
+    #[error(
+        "long record at byte offset {offset} gives a length of {len}, less than its own length \
+         word"
+    )]
+    LongRecordLength { offset: usize, len: u32 },
+    /// A record that runs past the end of the page's data.
+    #[error(
+        "record of type_len {type_len} at byte offset {offset} is {size} bytes long and runs \
+         past the end of the page's data at {end}"
+    )]
+    RecordPastEnd {
+        type_len: u32,
+        offset: usize,
+        size: usize,
+        end: usize,
+    },
+    /// The format of an event the decoder knows lacks a field it needs (a kernel that renamed
+    /// it).
+    #[error("the format of {system}:{event} has no field `{field}`")]
+    MissingField {
+        system: String,
+        event: String,
+        field: &'static str,
+    },
+    /// An integer field of a size that is not 1 to 8 bytes.
+    #[error("field `{field}` is {size} bytes long, not an integer")]
+    NotInteger { field: &'static str, size: usize },
+    /// A record too short for one of its fields.
+    #[error(
+        "the {len}-byte record is too short for field `{field}` ({size} bytes at offset {offset})"
+    )]
+    FieldPastEnd {
+        len: usize,
+        field: &'static str,
+        size: usize,
+        offset: usize,
+    },
+    /// A `__data_loc` field that is not a 32-bit word.
+    #[error("__data_loc field `{field}` is {size} bytes long, not 4")]
+    DataLocSize { field: &'static str, size: usize },
+    /// A `__data_loc` field that points out of its record.
+    #[error(
+        "__data_loc field `{field}` points at {size} bytes at offset {offset}, past the end of \
+         the {len}-byte record"
+    )]
+    DataLocPastEnd {
+        field: &'static str,
+        size: usize,
+        offset: usize,
+        len: usize,
+    },
+    /// A record too short for its event id.
+    #[error("a {len}-byte record has no event id")]
+    NoRecordId { len: usize },
+    /// A record of a known event that could not be decoded.
+    #[error("{event} (id {id}): {source}")]
+    Record {
+        event: String,
+        id: u16,
+        #[source]
+        source: Box<DecodeError>,
+    },
+}
+
 /// One field of an event's `format` file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Field {
@@ -95,7 +254,7 @@ impl Format {
 
 /// Reads the `key:value;` attributes of a `field:` line of a `format` or `header_page` file into
 /// (declaration, offset, size, signed).
-fn parse_field_line(line: &str) -> Result<(String, usize, usize, bool), String> {
+fn parse_field_line(line: &str) -> Result<(String, usize, usize, bool), DecodeError> {
     let mut decl = None;
     let mut offset = None;
     let mut size = None;
@@ -110,14 +269,14 @@ fn parse_field_line(line: &str) -> Result<(String, usize, usize, bool), String> 
                 offset = Some(
                     value
                         .parse::<usize>()
-                        .map_err(|_| format!("bad offset `{value}`"))?,
+                        .map_err(|_| DecodeError::BadOffset(value.to_string()))?,
                 )
             }
             "size" => {
                 size = Some(
                     value
                         .parse::<usize>()
-                        .map_err(|_| format!("bad size `{value}`"))?,
+                        .map_err(|_| DecodeError::BadSize(value.to_string()))?,
                 )
             }
             "signed" => signed = value != "0",
@@ -125,9 +284,13 @@ fn parse_field_line(line: &str) -> Result<(String, usize, usize, bool), String> 
             _ => {}
         }
     }
-    let decl = decl.ok_or("no declaration")?;
-    let offset = offset.ok_or_else(|| format!("`{decl}` has no offset"))?;
-    let size = size.ok_or_else(|| format!("`{decl}` has no size"))?;
+    let decl = decl.ok_or(DecodeError::NoDeclaration)?;
+    let Some(offset) = offset else {
+        return Err(DecodeError::NoOffset { decl });
+    };
+    let Some(size) = size else {
+        return Err(DecodeError::NoSize { decl });
+    };
     Ok((decl, offset, size, signed))
 }
 
@@ -152,7 +315,7 @@ fn declared_name(decl: &str) -> Option<&str> {
 /// Reads the `name:` and `ID:` lines and every `field:` line (declaration, `offset`, `size`,
 /// `signed`); the print format is ignored. Errs when the name, the id or any field is missing or
 /// unreadable.
-pub fn parse_format(system: &str, text: &str) -> Result<Format, String> {
+pub fn parse_format(system: &str, text: &str) -> Result<Format, DecodeError> {
     let mut name = None;
     let mut id = None;
     let mut fields = Vec::new();
@@ -162,15 +325,19 @@ pub fn parse_format(system: &str, text: &str) -> Result<Format, String> {
             name = Some(v.trim().to_string());
         } else if let Some(v) = line.strip_prefix("ID:") {
             let v = v.trim();
-            id = Some(
-                v.parse::<u16>()
-                    .map_err(|_| format!("line {}: bad event id `{v}`", i + 1))?,
-            );
+            id = Some(v.parse::<u16>().map_err(|_| DecodeError::BadEventId {
+                line: i + 1,
+                value: v.to_string(),
+            })?);
         } else if line.starts_with("field") {
             let (decl, offset, size, signed) =
-                parse_field_line(line).map_err(|e| format!("line {}: {e}", i + 1))?;
-            let fname = declared_name(&decl)
-                .ok_or_else(|| format!("line {}: no field name in `{decl}`", i + 1))?;
+                parse_field_line(line).map_err(|e| DecodeError::Line {
+                    line: i + 1,
+                    source: Box::new(e),
+                })?;
+            let Some(fname) = declared_name(&decl) else {
+                return Err(DecodeError::NoFieldName { line: i + 1, decl });
+            };
             fields.push(Field {
                 name: fname.to_string(),
                 offset,
@@ -180,10 +347,18 @@ pub fn parse_format(system: &str, text: &str) -> Result<Format, String> {
             });
         }
     }
-    let name = name.ok_or("no `name:` line")?;
-    let id = id.ok_or_else(|| format!("{system}:{name}: no `ID:` line"))?;
+    let name = name.ok_or(DecodeError::NoName)?;
+    let Some(id) = id else {
+        return Err(DecodeError::NoEventId {
+            system: system.to_string(),
+            event: name,
+        });
+    };
     if fields.is_empty() {
-        return Err(format!("{system}:{name}: no fields"));
+        return Err(DecodeError::NoFields {
+            system: system.to_string(),
+            event: name,
+        });
     }
     Ok(Format {
         system: system.to_string(),
@@ -206,7 +381,7 @@ pub struct PageLayout {
 
 /// Parses the text of `events/header_page`: the offsets and sizes of the page's `commit` word
 /// and `data`. The page's time stamp must be a u64 at offset 0, as on every kernel so far.
-pub fn parse_header_page(text: &str) -> Result<PageLayout, String> {
+pub fn parse_header_page(text: &str) -> Result<PageLayout, DecodeError> {
     let mut commit = None;
     let mut data = None;
     for line in text.lines() {
@@ -217,24 +392,20 @@ pub fn parse_header_page(text: &str) -> Result<PageLayout, String> {
         let (decl, offset, size, _) = parse_field_line(line)?;
         match declared_name(&decl) {
             Some("timestamp") if (offset, size) != (0, 8) => {
-                return Err(format!(
-                    "the page time stamp is {size} bytes at offset {offset}, not 8 at 0"
-                ))
+                return Err(DecodeError::TimeStampLayout { offset, size })
             }
             Some("commit") => commit = Some((offset, size)),
             Some("data") => data = Some(offset),
             _ => {}
         }
     }
-    let (commit_offset, commit_size) = commit.ok_or("no `commit` field")?;
+    let (commit_offset, commit_size) = commit.ok_or(DecodeError::NoHeaderField("commit"))?;
     if commit_size != 4 && commit_size != 8 {
-        return Err(format!("`commit` is {commit_size} bytes, not 4 or 8"));
+        return Err(DecodeError::CommitSize(commit_size));
     }
-    let data_offset = data.ok_or("no `data` field")?;
+    let data_offset = data.ok_or(DecodeError::NoHeaderField("data"))?;
     if data_offset < 8 || data_offset < commit_offset.saturating_add(commit_size) {
-        return Err(format!(
-            "`data` at offset {data_offset} overlaps the header"
-        ));
+        return Err(DecodeError::DataOverlap(data_offset));
     }
     Ok(PageLayout {
         commit_offset,
@@ -288,15 +459,16 @@ fn read_uint(buf: &[u8], offset: usize, size: usize) -> Option<u64> {
 }
 
 /// Reads the u32 at `off` in a page, or says where the page ends too soon.
-fn page_u32(page: &[u8], off: usize, end: usize, what: &str) -> Result<u32, String> {
+fn page_u32(page: &[u8], off: usize, end: usize, what: &'static str) -> Result<u32, DecodeError> {
+    let truncated = DecodeError::Truncated {
+        what,
+        offset: off,
+        end,
+    };
     if !matches!(off.checked_add(4), Some(e) if e <= end) {
-        return Err(format!(
-            "truncated {what} at byte offset {off}: the page's data ends at {end}"
-        ));
+        return Err(truncated);
     }
-    read_uint(page, off, 4)
-        .map(|v| v as u32)
-        .ok_or_else(|| format!("truncated {what} at byte offset {off}"))
+    read_uint(page, off, 4).map(|v| v as u32).ok_or(truncated)
 }
 
 /// Walks one page (as returned by one `read()` of `trace_pipe_raw`, normally 4096 bytes),
@@ -313,34 +485,25 @@ pub fn parse_page(
     page: &[u8],
     layout: &PageLayout,
     f: &mut dyn FnMut(u64, &[u8]),
-) -> Result<PageInfo, String> {
-    let mut ts = read_uint(page, 0, 8).ok_or_else(|| {
-        format!(
-            "page of {} bytes is too short for its 8-byte time stamp",
-            page.len()
-        )
-    })?;
-    let commit = read_uint(page, layout.commit_offset, layout.commit_size).ok_or_else(|| {
-        format!(
-            "page of {} bytes has no {}-byte commit word at byte offset {}",
-            page.len(),
-            layout.commit_size,
-            layout.commit_offset
-        )
-    })?;
+) -> Result<PageInfo, DecodeError> {
+    let mut ts = read_uint(page, 0, 8).ok_or(DecodeError::NoTimeStamp { len: page.len() })?;
+    let commit =
+        read_uint(page, layout.commit_offset, layout.commit_size).ok_or(DecodeError::NoCommit {
+            len: page.len(),
+            size: layout.commit_size,
+            offset: layout.commit_offset,
+        })?;
     let length = (commit & COMMIT_LENGTH) as usize;
     let end = layout
         .data_offset
         .checked_add(length)
         .filter(|&e| e <= page.len())
-        .ok_or_else(|| {
-            format!(
-                "commit length {length} (commit word {commit:#x} at byte offset {}) runs past the \
-                 end of the {}-byte page (data starts at byte offset {})",
-                layout.commit_offset,
-                page.len(),
-                layout.data_offset
-            )
+        .ok_or(DecodeError::CommitPastEnd {
+            length,
+            commit,
+            commit_offset: layout.commit_offset,
+            len: page.len(),
+            data_offset: layout.data_offset,
         })?;
     let mut info = PageInfo {
         events: 0,
@@ -349,14 +512,13 @@ pub fn parse_page(
     };
     if commit & RB_MISSED_STORED != 0 {
         // The count is an `unsigned long`, the size of `commit` itself.
-        info.missed_count = Some(read_uint(page, end, layout.commit_size).ok_or_else(|| {
-            format!(
-                "the commit word flags a stored count of missed events, but its {} bytes at \
-                 byte offset {end} run past the end of the {}-byte page",
-                layout.commit_size,
-                page.len()
-            )
-        })?);
+        info.missed_count = Some(read_uint(page, end, layout.commit_size).ok_or(
+            DecodeError::MissedCountPastEnd {
+                size: layout.commit_size,
+                offset: end,
+                len: page.len(),
+            },
+        )?);
     }
     let mut off = layout.data_offset;
     while off < end {
@@ -368,10 +530,7 @@ pub fn parse_page(
             0 => {
                 let len = page_u32(page, off + 4, end, "length of a long record")?;
                 if len < 4 {
-                    return Err(format!(
-                        "long record at byte offset {off} gives a length of {len}, less than \
-                         its own length word"
-                    ));
+                    return Err(DecodeError::LongRecordLength { offset: off, len });
                 }
                 ((len as usize).saturating_add(4), Some(8))
             }
@@ -400,12 +559,15 @@ pub fn parse_page(
                 (8, None)
             }
         };
-        let next = off.checked_add(size).filter(|&n| n <= end).ok_or_else(|| {
-            format!(
-                "record of type_len {type_len} at byte offset {off} is {size} bytes long and \
-                 runs past the end of the page's data at {end}"
-            )
-        })?;
+        let next =
+            off.checked_add(size)
+                .filter(|&n| n <= end)
+                .ok_or(DecodeError::RecordPastEnd {
+                    type_len,
+                    offset: off,
+                    size,
+                    end,
+                })?;
         if let Some(start) = data_start {
             ts = ts.wrapping_add(delta);
             info.events += 1;
@@ -534,7 +696,7 @@ enum Kind {
         buf: Slot,
     },
     /// A known event whose format lacks a field the decoder needs: decoding it errs with this.
-    Unusable(String),
+    Unusable(DecodeError),
 }
 
 /// Maps event ids to decoders, built from the formats of the events that were enabled.
@@ -556,18 +718,17 @@ fn slot(format: &Format, name: &'static str) -> Option<Slot> {
 }
 
 /// The [`Slot`] of field `name` of `format`, or an error naming the missing field.
-fn need(format: &Format, name: &'static str) -> Result<Slot, String> {
-    slot(format, name).ok_or_else(|| {
-        format!(
-            "the format of {}:{} has no field `{name}`",
-            format.system, format.name
-        )
+fn need(format: &Format, name: &'static str) -> Result<Slot, DecodeError> {
+    slot(format, name).ok_or_else(|| DecodeError::MissingField {
+        system: format.system.clone(),
+        event: format.name.clone(),
+        field: name,
     })
 }
 
 /// How to decode `format`'s records: None for an event the decoder does not know, an error for
 /// a known event whose format lacks a field.
-fn kind_of(format: &Format) -> Result<Option<Kind>, String> {
+fn kind_of(format: &Format) -> Result<Option<Kind>, DecodeError> {
     let f = format;
     let kind = match (f.system.as_str(), f.name.as_str()) {
         ("sched", "sched_switch") => Kind::Switch {
@@ -632,12 +793,12 @@ fn kind_of(format: &Format) -> Result<Option<Kind>, String> {
 }
 
 /// Reads the integer field `s` of `rec` as a u64, sign-extended when the field is signed.
-fn int(rec: &[u8], s: Slot) -> Result<u64, String> {
+fn int(rec: &[u8], s: Slot) -> Result<u64, DecodeError> {
     if s.size == 0 || s.size > 8 {
-        return Err(format!(
-            "field `{}` is {} bytes long, not an integer",
-            s.name, s.size
-        ));
+        return Err(DecodeError::NotInteger {
+            field: s.name,
+            size: s.size,
+        });
     }
     let v = read_uint(rec, s.offset, s.size).ok_or_else(|| too_short(rec, s))?;
     let unused = 64 - 8 * s.size as u32;
@@ -649,36 +810,34 @@ fn int(rec: &[u8], s: Slot) -> Result<u64, String> {
 }
 
 /// The error for a field that does not fit in the record.
-fn too_short(rec: &[u8], s: Slot) -> String {
-    format!(
-        "the {}-byte record is too short for field `{}` ({} bytes at offset {})",
-        rec.len(),
-        s.name,
-        s.size,
-        s.offset
-    )
+fn too_short(rec: &[u8], s: Slot) -> DecodeError {
+    DecodeError::FieldPastEnd {
+        len: rec.len(),
+        field: s.name,
+        size: s.size,
+        offset: s.offset,
+    }
 }
 
 /// Reads the string field `s` of `rec`: a fixed array (NUL-terminated when shorter), an array
 /// to the end of the record (size 0), or a `__data_loc` field.
-fn string(rec: &[u8], s: Slot) -> Result<String, String> {
+fn string(rec: &[u8], s: Slot) -> Result<String, DecodeError> {
     let bytes = if s.data_loc {
         if s.size != 4 {
-            return Err(format!(
-                "__data_loc field `{}` is {} bytes long, not 4",
-                s.name, s.size
-            ));
+            return Err(DecodeError::DataLocSize {
+                field: s.name,
+                size: s.size,
+            });
         }
         let loc = read_uint(rec, s.offset, 4).ok_or_else(|| too_short(rec, s))?;
         let (start, len) = ((loc & 0xffff) as usize, (loc >> 16 & 0xffff) as usize);
-        rec.get(start..start + len).ok_or_else(|| {
-            format!(
-                "__data_loc field `{}` points at {len} bytes at offset {start}, past the end of \
-                 the {}-byte record",
-                s.name,
-                rec.len()
-            )
-        })?
+        rec.get(start..start + len)
+            .ok_or(DecodeError::DataLocPastEnd {
+                field: s.name,
+                size: len,
+                offset: start,
+                len: rec.len(),
+            })?
     } else if s.size == 0 {
         rec.get(s.offset..).ok_or_else(|| too_short(rec, s))?
     } else {
@@ -715,19 +874,22 @@ impl Decoder {
     ///
     /// Integer fields are read at the sizes their formats give (`prev_state` is a `long` on
     /// some kernels and an `unsigned int` on others) and converted to the variant's types.
-    pub fn decode(&self, record: &[u8]) -> Result<Event, String> {
-        let id = read_uint(record, 0, 2)
-            .ok_or_else(|| format!("a {}-byte record has no event id", record.len()))?
-            as u16;
+    pub fn decode(&self, record: &[u8]) -> Result<Event, DecodeError> {
+        let id =
+            read_uint(record, 0, 2).ok_or(DecodeError::NoRecordId { len: record.len() })? as u16;
         let Some((what, kind)) = self.kinds.get(&id) else {
             return Ok(Event::Other { id });
         };
-        decode_kind(record, kind).map_err(|e| format!("{what} (id {id}): {e}"))
+        decode_kind(record, kind).map_err(|e| DecodeError::Record {
+            event: what.clone(),
+            id,
+            source: Box::new(e),
+        })
     }
 }
 
 /// Decodes `rec`, a record of an event of kind `kind`.
-fn decode_kind(rec: &[u8], kind: &Kind) -> Result<Event, String> {
+fn decode_kind(rec: &[u8], kind: &Kind) -> Result<Event, DecodeError> {
     let i32_of = |s: Slot| int(rec, s).map(|v| v as i32);
     Ok(match kind {
         Kind::Switch {
@@ -1433,7 +1595,7 @@ mod tests {
         r
     }
 
-    fn collect(page: &[u8], layout: &PageLayout) -> Result<(PageInfo, Records), String> {
+    fn collect(page: &[u8], layout: &PageLayout) -> Result<(PageInfo, Records), DecodeError> {
         let mut events = Vec::new();
         let info = parse_page(page, layout, &mut |ts, r| events.push((ts, r.to_vec())))?;
         Ok((info, events))
@@ -1516,7 +1678,16 @@ mod tests {
         let mut p = Page::new(0);
         p.event(1, &a).header(29, 1).word(100);
         let err = collect(&p.page(), &layout()).expect_err("padding past the data");
-        assert!(err.contains("byte offset 28"), "{err}");
+        assert_eq!(
+            err,
+            DecodeError::RecordPastEnd {
+                type_len: 29,
+                offset: 28,
+                size: 104,
+                end: 36
+            }
+        );
+        assert!(err.to_string().contains("byte offset 28"), "{err}");
     }
 
     #[test]
@@ -1536,7 +1707,8 @@ mod tests {
         let mut p = Page::new(0);
         p.header(0, 0).word(3).word(0);
         let err = collect(&p.page(), &layout()).expect_err("a bad length");
-        assert!(err.contains("byte offset 16"), "{err}");
+        assert_eq!(err, DecodeError::LongRecordLength { offset: 16, len: 3 });
+        assert!(err.to_string().contains("byte offset 16"), "{err}");
     }
 
     #[test]
@@ -1592,7 +1764,7 @@ mod tests {
         let l = layout();
         let expect_err = |page: &[u8], layout: &PageLayout, needle: &str| {
             let err = collect(page, layout).expect_err("a malformed page");
-            assert!(err.contains(needle), "{err:?} lacks {needle:?}");
+            assert!(err.to_string().contains(needle), "{err:?} lacks {needle:?}");
         };
         // A commit length beyond the page.
         expect_err(&p.with_commit(4081), &l, "commit length 4081");
@@ -1663,9 +1835,19 @@ mod tests {
         assert_eq!(d.decode(&r), Ok(expected.clone()));
         // Too short for next_prio.
         let err = d.decode(&r[..62]).expect_err("a short record");
+        let text = err.to_string();
         assert!(
-            err.contains("sched:sched_switch") && err.contains("next_prio"),
+            text.contains("sched:sched_switch") && text.contains("next_prio"),
             "{err}"
+        );
+        assert!(
+            matches!(
+                &err,
+                DecodeError::Record { event, id: 372, source }
+                    if event == "sched:sched_switch"
+                        && matches!(**source, DecodeError::FieldPastEnd { field: "next_prio", .. })
+            ),
+            "{err:?}"
         );
 
         let irq = format_of("irq_handler_entry");
@@ -1682,7 +1864,7 @@ mod tests {
         // A __data_loc pointing past the record.
         r[12..16].copy_from_slice(&(20u32 | 8 << 16).to_le_bytes());
         let err = d.decode(&r).expect_err("out of the record");
-        assert!(err.contains("__data_loc"), "{err}");
+        assert!(err.to_string().contains("__data_loc"), "{err}");
 
         let nmi = format_of("nmi_handler");
         let r = record(
@@ -1827,7 +2009,7 @@ mod tests {
             Ok(Event::WorkEnd { function: 0 })
         );
         let err = d.decode(&rec(303, 12, 0)).expect_err("no vec field");
-        assert!(err.contains("`vec`"), "{err}");
+        assert!(err.to_string().contains("`vec`"), "{err}");
     }
 
     // ---------------------------------------------------------------- never panics

@@ -6,7 +6,10 @@
 //! and its softirqs (`net`), process creation and exec as in a compile (`compile`), wakeups and
 //! context switches (`sched`), and the timer wheel and hrtimers (`timers`).
 
-use super::{Body, LoadError, LoadKind, LoadOptions, LoadSpec, Tally, ThreadEnd, ThreadPlan, STEP};
+use super::{
+    Body, LoadError, LoadKind, LoadOptions, LoadSpec, StartError, Tally, ThreadEnd, ThreadError,
+    ThreadPlan, STEP,
+};
 use std::fs::File;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -41,7 +44,7 @@ const TIMER_MAX_US: u64 = 1000;
 
 /// One bounded piece of a load's work, well under 10 ms.
 trait Step: Send {
-    fn step(&mut self, t: &mut Tally) -> Result<(), String>;
+    fn step(&mut self, t: &mut Tally) -> Result<(), ThreadError>;
 }
 
 /// A thread body that sets up a step with `setup`, reports, waits at the gate, and repeats the
@@ -49,14 +52,15 @@ trait Step: Send {
 fn steps<S, F>(setup: F) -> Body
 where
     S: Step + 'static,
-    F: FnOnce() -> Result<S, String> + Send + 'static,
+    F: FnOnce() -> Result<S, ThreadError> + Send + 'static,
 {
     Box::new(move |shared, starter, counters| {
         let mut s = match setup() {
             Ok(s) => s,
             Err(e) => {
-                starter.ready(Err(e.clone()));
-                return ThreadEnd::failed(e);
+                let reason = e.to_string();
+                starter.ready(Err(e));
+                return ThreadEnd::failed(reason);
             }
         };
         starter.ready(Ok(None));
@@ -69,7 +73,7 @@ where
             if let Err(e) = s.step(&mut tally) {
                 // A peer that went away because of the stop is not an error.
                 if !shared.stopped() {
-                    error = Some(e);
+                    error = Some(e.to_string());
                 }
                 break;
             }
@@ -174,9 +178,9 @@ pub(crate) fn plan(
         }
         LoadKind::Net => {
             for i in 0..workers {
-                let (writer, reader) = loopback_pair().map_err(|reason| LoadError::Start {
+                let (writer, reader) = loopback_pair().map_err(|source| LoadError::Start {
                     spec: text.clone(),
-                    reason,
+                    source,
                 })?;
                 plans.push(ThreadPlan {
                     name: format!("load-net-{i}-tx"),
@@ -235,7 +239,7 @@ pub(crate) fn plan(
         LoadKind::StressNg(_) | LoadKind::Command(_) => {
             return Err(LoadError::Start {
                 spec: text,
-                reason: format!("{kind} is not a built-in load"),
+                source: StartError::NotBuiltIn { kind },
             })
         }
     }
@@ -279,7 +283,7 @@ pub(crate) fn format_bytes(bytes: u64) -> String {
 struct CpuStep(u64);
 
 impl Step for CpuStep {
-    fn step(&mut self, t: &mut Tally) -> Result<(), String> {
+    fn step(&mut self, t: &mut Tally) -> Result<(), ThreadError> {
         let mut x = self.0;
         for _ in 0..CPU_CHUNK {
             // A multiply-xorshift chain: every iteration depends on the last, so the loop can be
@@ -378,15 +382,14 @@ struct MemoryStep {
 
 impl MemoryStep {
     /// Allocates and touches the working set, so that page faults are over before the start.
-    fn new(bytes: usize, salt: u64) -> Result<MemoryStep, String> {
+    fn new(bytes: usize, salt: u64) -> Result<MemoryStep, ThreadError> {
         let n = bytes / 8;
         let mut words = Vec::new();
-        words.try_reserve_exact(n).map_err(|_| {
-            format!(
-                "cannot allocate a working set of {}",
-                format_bytes(bytes as u64)
-            )
-        })?;
+        words
+            .try_reserve_exact(n)
+            .map_err(|_| ThreadError::Allocate {
+                bytes: bytes as u64,
+            })?;
         words.extend(0..n as u64);
         Ok(MemoryStep {
             words,
@@ -396,11 +399,11 @@ impl MemoryStep {
 }
 
 impl Step for MemoryStep {
-    fn step(&mut self, t: &mut Tally) -> Result<(), String> {
+    fn step(&mut self, t: &mut Tally) -> Result<(), ThreadError> {
         let per_line = CACHE_LINE / 8;
         let lines = (self.words.len() / per_line) as u64;
         if lines == 0 {
-            return Err("the working set is empty".into());
+            return Err(ThreadError::EmptyWorkingSet);
         }
         for _ in 0..MEMORY_CHUNK {
             let base = (self.rng.next() % lines) as usize * per_line;
@@ -426,13 +429,10 @@ struct DiskStep {
 }
 
 impl DiskStep {
-    fn new(dir: &Path, salt: u64) -> Result<DiskStep, String> {
-        let file = super::anonymous_file(dir).map_err(|e| {
-            format!(
-                "cannot create a file in {}: {}; give a writable directory",
-                dir.display(),
-                super::io_reason(&e)
-            )
+    fn new(dir: &Path, salt: u64) -> Result<DiskStep, ThreadError> {
+        let file = super::anonymous_file(dir).map_err(|source| ThreadError::CreateFile {
+            dir: dir.to_path_buf(),
+            source,
         })?;
         // Data that no layer can compress or deduplicate.
         let mut rng = Rng::seeded(salt + 200);
@@ -446,9 +446,8 @@ impl DiskStep {
 }
 
 impl Step for DiskStep {
-    fn step(&mut self, t: &mut Tally) -> Result<(), String> {
-        let fail =
-            |what: &str, e: std::io::Error| format!("{what} failed: {}", super::io_reason(&e));
+    fn step(&mut self, t: &mut Tally) -> Result<(), ThreadError> {
+        let fail = |call: &'static str, source: std::io::Error| ThreadError::Disk { call, source };
         match self.phase {
             DiskPhase::Write(off) => {
                 self.file
@@ -483,8 +482,11 @@ impl Step for DiskStep {
 }
 
 /// A connected TCP pair over loopback: (the writer's end, the reader's end).
-fn loopback_pair() -> Result<(TcpStream, TcpStream), String> {
-    let io = |what: &str, e: std::io::Error| format!("{what}: {}", super::io_reason(&e));
+fn loopback_pair() -> Result<(TcpStream, TcpStream), StartError> {
+    let io = |action: &str, source: std::io::Error| StartError::Loopback {
+        action: action.to_string(),
+        source,
+    };
     let listener =
         TcpListener::bind("127.0.0.1:0").map_err(|e| io("cannot listen on 127.0.0.1", e))?;
     let addr = listener
@@ -529,10 +531,13 @@ struct NetWriter {
 }
 
 impl NetWriter {
-    fn new(stream: TcpStream) -> Result<NetWriter, String> {
+    fn new(stream: TcpStream) -> Result<NetWriter, ThreadError> {
         stream
             .set_write_timeout(Some(STEP))
-            .map_err(|e| format!("cannot set a write timeout: {}", super::io_reason(&e)))?;
+            .map_err(|source| ThreadError::SocketTimeout {
+                direction: "write",
+                source,
+            })?;
         let mut rng = Rng::seeded(300);
         Ok(NetWriter {
             stream,
@@ -542,11 +547,11 @@ impl NetWriter {
 }
 
 impl Step for NetWriter {
-    fn step(&mut self, t: &mut Tally) -> Result<(), String> {
+    fn step(&mut self, t: &mut Tally) -> Result<(), ThreadError> {
         match self.stream.write(&self.buf) {
             Ok(n) => t.aux += n as u64,
             Err(e) if timed_out(&e) => {}
-            Err(e) => return Err(format!("send failed: {}", super::io_reason(&e))),
+            Err(e) => return Err(ThreadError::Send(e)),
         }
         Ok(())
     }
@@ -558,10 +563,13 @@ struct NetReader {
 }
 
 impl NetReader {
-    fn new(stream: TcpStream) -> Result<NetReader, String> {
+    fn new(stream: TcpStream) -> Result<NetReader, ThreadError> {
         stream
             .set_read_timeout(Some(STEP))
-            .map_err(|e| format!("cannot set a read timeout: {}", super::io_reason(&e)))?;
+            .map_err(|source| ThreadError::SocketTimeout {
+                direction: "read",
+                source,
+            })?;
         Ok(NetReader {
             stream,
             buf: vec![0; NET_BUFFER],
@@ -570,15 +578,15 @@ impl NetReader {
 }
 
 impl Step for NetReader {
-    fn step(&mut self, t: &mut Tally) -> Result<(), String> {
+    fn step(&mut self, t: &mut Tally) -> Result<(), ThreadError> {
         match self.stream.read(&mut self.buf) {
-            Ok(0) => Err("the loopback connection closed".into()),
+            Ok(0) => Err(ThreadError::ConnectionClosed),
             Ok(n) => {
                 t.work += n as u64;
                 Ok(())
             }
             Err(e) if timed_out(&e) => Ok(()),
-            Err(e) => Err(format!("receive failed: {}", super::io_reason(&e))),
+            Err(e) => Err(ThreadError::Receive(e)),
         }
     }
 }
@@ -598,16 +606,22 @@ fn find_true() -> Option<PathBuf> {
 struct CompileStep(PathBuf);
 
 impl Step for CompileStep {
-    fn step(&mut self, t: &mut Tally) -> Result<(), String> {
+    fn step(&mut self, t: &mut Tally) -> Result<(), ThreadError> {
         // `true` exits at once, so the wait is as short as the process's life.
         let status = Command::new(&self.0)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status()
-            .map_err(|e| format!("cannot run {}: {}", self.0.display(), super::io_reason(&e)))?;
+            .map_err(|source| ThreadError::Run {
+                program: self.0.clone(),
+                source,
+            })?;
         if !status.success() {
-            return Err(format!("{} ended with {status}", self.0.display()));
+            return Err(ThreadError::ProgramFailed {
+                program: self.0.clone(),
+                status,
+            });
         }
         t.work += 1;
         Ok(())
@@ -627,7 +641,7 @@ struct SchedStep {
 }
 
 impl Step for SchedStep {
-    fn step(&mut self, t: &mut Tally) -> Result<(), String> {
+    fn step(&mut self, t: &mut Tally) -> Result<(), ThreadError> {
         let mut turn = self.token.turn.lock().unwrap_or_else(|p| p.into_inner());
         for _ in 0..SCHED_CHUNK {
             while *turn != self.side {
@@ -653,7 +667,7 @@ impl Step for SchedStep {
 struct TimerStep(Rng);
 
 impl Step for TimerStep {
-    fn step(&mut self, t: &mut Tally) -> Result<(), String> {
+    fn step(&mut self, t: &mut Tally) -> Result<(), ThreadError> {
         let us = TIMER_MIN_US + self.0.next() % (TIMER_MAX_US - TIMER_MIN_US + 1);
         std::thread::sleep(Duration::from_micros(us));
         t.work += 1;

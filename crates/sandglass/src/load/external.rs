@@ -15,7 +15,7 @@
 
 use super::{
     find_program, io_reason, split_args, ExternalEnd, LoadError, LoadKind, LoadOptions, LoadSpec,
-    Shared, Starter, ThreadEnd, ThreadPlan, STEP,
+    Shared, StartError, Starter, ThreadEnd, ThreadError, ThreadPlan, STEP,
 };
 use sandglass_sys::child;
 use sandglass_sys::signal::SIGINT;
@@ -51,9 +51,9 @@ pub(crate) fn plan(
         LoadKind::StressNg(a) => {
             let program = find_program("stress-ng", std::env::var_os("PATH").as_deref())
                 .ok_or_else(|| LoadError::StressNgMissing { spec: text.clone() })?;
-            let mut args = split_args(a).map_err(|reason| LoadError::BadArgs {
+            let mut args = split_args(a).map_err(|source| LoadError::BadArgs {
                 text: text.clone(),
-                reason,
+                source,
             })?;
             args.push("--metrics-brief".into());
             (Which::StressNg, program, args)
@@ -66,7 +66,7 @@ pub(crate) fn plan(
         _ => {
             return Err(LoadError::Start {
                 spec: text,
-                reason: "not an external load".into(),
+                source: StartError::NotExternal,
             })
         }
     };
@@ -94,19 +94,19 @@ fn supervise(
     args: &[String],
     dir: &Path,
 ) -> ThreadEnd {
-    let fail = |reason: String| {
-        starter.ready(Err(reason.clone()));
+    let fail = |e: ThreadError| {
+        let reason = e.to_string();
+        starter.ready(Err(e));
         ThreadEnd::failed(reason)
     };
     let capture = |f: &File| f.try_clone().map(Stdio::from);
     let output = match super::anonymous_file(dir) {
         Ok(f) => f,
-        Err(e) => {
-            return fail(format!(
-                "cannot create a file for its output in {}: {}",
-                dir.display(),
-                io_reason(&e)
-            ))
+        Err(source) => {
+            return fail(ThreadError::OutputFile {
+                dir: dir.to_path_buf(),
+                source,
+            })
         }
     };
     let (stdout, stderr) = match which {
@@ -115,9 +115,7 @@ fn supervise(
     };
     let (stdout, stderr) = match (stdout, stderr) {
         (Ok(o), Ok(e)) => (o, e),
-        (Err(e), _) | (_, Err(e)) => {
-            return fail(format!("cannot pass its output: {}", io_reason(&e)))
-        }
+        (Err(e), _) | (_, Err(e)) => return fail(ThreadError::PassOutput(e)),
     };
     let mut cmd = Command::new(program);
     cmd.args(args)
@@ -128,12 +126,11 @@ fn supervise(
     child::isolate(&mut cmd);
     let mut proc = match cmd.spawn() {
         Ok(p) => p,
-        Err(e) => {
-            return fail(format!(
-                "cannot run {}: {}",
-                program.display(),
-                io_reason(&e)
-            ))
+        Err(source) => {
+            return fail(ThreadError::Run {
+                program: program.to_path_buf(),
+                source,
+            })
         }
     };
     drop(cmd);

@@ -29,9 +29,12 @@ mod builtin;
 mod external;
 pub mod spec;
 
-pub use spec::{format_profile, parse_profile, split_args, LoadKind, LoadSpec, MAX_INTENSITY};
+pub use spec::{
+    format_profile, parse_profile, split_args, LoadKind, LoadSpec, SplitArgsError, MAX_INTENSITY,
+};
 
 use crate::cpulist::{CpuList, CpuListError};
+use sandglass_sys::Errno;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -73,8 +76,11 @@ pub enum LoadError {
     EmptyCommand { text: String },
     #[error("'{text}' has no stress-ng arguments: write them after the colon, such as stress-ng:--cpu 2")]
     EmptyArgs { text: String },
-    #[error("bad stress-ng arguments in '{text}': {reason}")]
-    BadArgs { text: String, reason: String },
+    #[error("bad stress-ng arguments in '{text}': {source}")]
+    BadArgs {
+        text: String,
+        source: SplitArgsError,
+    },
     #[error("load '{spec}': CPU {cpu} is not available to this process (it may use CPUs {allowed}); choose CPUs from that list")]
     CpuUnavailable {
         spec: String,
@@ -91,8 +97,88 @@ pub enum LoadError {
         path: PathBuf,
         reason: String,
     },
-    #[error("load '{spec}' could not start: {reason}")]
-    Start { spec: String, reason: String },
+    #[error("load '{spec}' could not start: {source}")]
+    Start { spec: String, source: StartError },
+}
+
+/// Why a load that was accepted could not start.
+#[derive(Debug, Error)]
+pub enum StartError {
+    /// One of the load's threads failed while setting itself up.
+    #[error(transparent)]
+    Thread(#[from] ThreadError),
+    #[error("cannot create a thread: {0}")]
+    CreateThread(#[source] std::io::Error),
+    #[error("the loads were not set up within {secs} s; use fewer or lighter loads")]
+    SetupTimeout { secs: u64 },
+    /// The net load's TCP connection over 127.0.0.1 could not be made; `action` says which
+    /// step failed (`cannot listen on 127.0.0.1`, `cannot connect to 127.0.0.1:40000`).
+    #[error("{action}: {}", io_reason(.source))]
+    Loopback {
+        action: String,
+        source: std::io::Error,
+    },
+    /// An external load was given to the built-in loads' planner.
+    #[error("{kind} is not a built-in load")]
+    NotBuiltIn { kind: &'static str },
+    /// A built-in load was given to the external loads' planner.
+    #[error("not an external load")]
+    NotExternal,
+}
+
+/// Why a load thread could not set itself up, or stopped working before the loads were stopped.
+#[derive(Debug, Error)]
+pub enum ThreadError {
+    #[error("cannot pin a load thread to CPUs {cpus:?}: {source}")]
+    Pin { cpus: Vec<usize>, source: Errno },
+    #[error("cannot set a load thread to SCHED_OTHER: {0}")]
+    Policy(#[source] Errno),
+    #[error("cannot allocate a working set of {}", builtin::format_bytes(*.bytes))]
+    Allocate { bytes: u64 },
+    #[error("the working set is empty")]
+    EmptyWorkingSet,
+    #[error("cannot create a file in {}: {}; give a writable directory", .dir.display(), io_reason(.source))]
+    CreateFile {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+    /// A disk worker's `write`, `fsync`, `read` or `truncate` failed.
+    #[error("{call} failed: {}", io_reason(.source))]
+    Disk {
+        call: &'static str,
+        source: std::io::Error,
+    },
+    /// A net worker could not set the `write` or `read` timeout of its socket.
+    #[error("cannot set a {direction} timeout: {}", io_reason(.source))]
+    SocketTimeout {
+        direction: &'static str,
+        source: std::io::Error,
+    },
+    #[error("send failed: {}", io_reason(.0))]
+    Send(#[source] std::io::Error),
+    #[error("receive failed: {}", io_reason(.0))]
+    Receive(#[source] std::io::Error),
+    #[error("the loopback connection closed")]
+    ConnectionClosed,
+    #[error("cannot run {}: {}", .program.display(), io_reason(.source))]
+    Run {
+        program: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{} ended with {status}", .program.display())]
+    ProgramFailed {
+        program: PathBuf,
+        status: std::process::ExitStatus,
+    },
+    /// An external load's output file could not be created.
+    #[error("cannot create a file for its output in {}: {}", .dir.display(), io_reason(.source))]
+    OutputFile {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+    /// An external load's output file could not be given to the child.
+    #[error("cannot pass its output: {}", io_reason(.0))]
+    PassOutput(#[source] std::io::Error),
 }
 
 impl LoadError {
@@ -224,7 +310,7 @@ const SETUP_LIMIT: Duration = Duration::from_secs(30);
 const JOIN_LIMIT: Duration = Duration::from_secs(10);
 
 /// What a load thread reports once it is set up: the process group it started, if any.
-pub(crate) type Ready = Result<Option<i32>, String>;
+pub(crate) type Ready = Result<Option<i32>, ThreadError>;
 
 /// Sends one thread's setup outcome to `start`.
 pub(crate) struct Starter {
@@ -312,10 +398,12 @@ impl ThreadEnd {
 
 /// Pins the calling thread to `cpus` and sets it to SCHED_OTHER, nice 0 (or, when nice 0 is not
 /// permitted because the process runs at a higher nice value, SCHED_OTHER at that value).
-pub(crate) fn enter_load_thread(cpus: &[usize]) -> Result<(), String> {
+pub(crate) fn enter_load_thread(cpus: &[usize]) -> Result<(), ThreadError> {
     use sandglass_sys::sched::{self, SchedAttr, Tid, SCHED_OTHER};
-    sched::set_affinity(Tid::SELF, cpus)
-        .map_err(|e| format!("cannot pin a load thread to CPUs {cpus:?}: {e}"))?;
+    sched::set_affinity(Tid::SELF, cpus).map_err(|source| ThreadError::Pin {
+        cpus: cpus.to_vec(),
+        source,
+    })?;
     let other = SchedAttr {
         policy: SCHED_OTHER,
         nice: 0,
@@ -333,8 +421,7 @@ pub(crate) fn enter_load_thread(cpus: &[usize]) -> Result<(), String> {
             }
         })
         .unwrap_or(0);
-    sched::set_attr(Tid::SELF, &SchedAttr { nice, ..other })
-        .map_err(|e| format!("cannot set a load thread to SCHED_OTHER: {e}"))
+    sched::set_attr(Tid::SELF, &SchedAttr { nice, ..other }).map_err(ThreadError::Policy)
 }
 
 /// One thread of a load, about to be spawned.
@@ -437,8 +524,9 @@ pub fn start(specs: &[LoadSpec], opts: &LoadOptions) -> Result<RunningLoads, Loa
             };
             let spawned = std::thread::Builder::new().name(plan.name).spawn(move || {
                 if let Err(e) = enter_load_thread(&plan.cpus) {
-                    starter.ready(Err(e.clone()));
-                    return ThreadEnd::failed(e);
+                    let reason = e.to_string();
+                    starter.ready(Err(e));
+                    return ThreadEnd::failed(reason);
                 }
                 (plan.body)(&shared, &starter, &published)
             });
@@ -449,7 +537,7 @@ pub fn start(specs: &[LoadSpec], opts: &LoadOptions) -> Result<RunningLoads, Loa
                     running.loads.push(started);
                     return Err(LoadError::Start {
                         spec,
-                        reason: format!("cannot create a thread: {e}"),
+                        source: StartError::CreateThread(e),
                     });
                 }
             }
@@ -468,10 +556,10 @@ pub fn start(specs: &[LoadSpec], opts: &LoadOptions) -> Result<RunningLoads, Loa
                     running.loads[index].process_group = group;
                 }
             }
-            Ok((index, Err(reason))) => {
+            Ok((index, Err(e))) => {
                 return Err(LoadError::Start {
                     spec: running.loads[index].spec.to_string(),
-                    reason,
+                    source: e.into(),
                 })
             }
             Err(_) => {
@@ -483,10 +571,9 @@ pub fn start(specs: &[LoadSpec], opts: &LoadOptions) -> Result<RunningLoads, Loa
                             .map(|l| l.spec.clone())
                             .collect::<Vec<_>>(),
                     ),
-                    reason: format!(
-                        "the loads were not set up within {} s; use fewer or lighter loads",
-                        SETUP_LIMIT.as_secs()
-                    ),
+                    source: StartError::SetupTimeout {
+                        secs: SETUP_LIMIT.as_secs(),
+                    },
                 })
             }
         }

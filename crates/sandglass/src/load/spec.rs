@@ -9,6 +9,7 @@ use super::LoadError;
 use crate::cpulist::CpuList;
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use thiserror::Error;
 
 /// The most workers one load may start.
 pub const MAX_INTENSITY: u32 = 256;
@@ -138,9 +139,9 @@ impl LoadSpec {
             if args.is_empty() {
                 return Err(LoadError::EmptyArgs { text: t.into() });
             }
-            split_args(args).map_err(|reason| LoadError::BadArgs {
+            split_args(args).map_err(|source| LoadError::BadArgs {
                 text: t.into(),
-                reason,
+                source,
             })?;
             return Ok(LoadSpec::new(LoadKind::StressNg(args.into())));
         }
@@ -290,10 +291,21 @@ pub fn format_profile(specs: &[LoadSpec]) -> String {
         .join("+")
 }
 
+/// Why [`split_args`] refused a text: a quote or an escape that is not finished.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum SplitArgsError {
+    #[error("a single quote is not closed: add the closing '")]
+    UnclosedSingleQuote,
+    #[error("a double quote is not closed: add the closing \"")]
+    UnclosedDoubleQuote,
+    #[error("the text ends with a backslash: remove it or escape it as \\\\")]
+    TrailingBackslash,
+}
+
 /// Splits `text` into words as a POSIX shell would, without expansions: blanks separate words;
 /// single quotes keep everything literally; double quotes keep everything but `\"`, `\\`, `\$`
 /// and `` \` ``; a backslash outside quotes keeps the next character.
-pub fn split_args(text: &str) -> Result<Vec<String>, String> {
+pub fn split_args(text: &str) -> Result<Vec<String>, SplitArgsError> {
     let mut words = Vec::new();
     let mut word = String::new();
     let mut in_word = false;
@@ -312,9 +324,7 @@ pub fn split_args(text: &str) -> Result<Vec<String>, String> {
                     match chars.next() {
                         Some('\'') => break,
                         Some(ch) => word.push(ch),
-                        None => {
-                            return Err("a single quote is not closed: add the closing '".into())
-                        }
+                        None => return Err(SplitArgsError::UnclosedSingleQuote),
                     }
                 }
             }
@@ -329,16 +339,10 @@ pub fn split_args(text: &str) -> Result<Vec<String>, String> {
                                 word.push('\\');
                                 word.push(ch);
                             }
-                            None => {
-                                return Err(
-                                    "a double quote is not closed: add the closing \"".into()
-                                )
-                            }
+                            None => return Err(SplitArgsError::UnclosedDoubleQuote),
                         },
                         Some(ch) => word.push(ch),
-                        None => {
-                            return Err("a double quote is not closed: add the closing \"".into())
-                        }
+                        None => return Err(SplitArgsError::UnclosedDoubleQuote),
                     }
                 }
             }
@@ -346,11 +350,7 @@ pub fn split_args(text: &str) -> Result<Vec<String>, String> {
                 in_word = true;
                 match chars.next() {
                     Some(ch) => word.push(ch),
-                    None => {
-                        return Err(
-                            "the text ends with a backslash: remove it or escape it as \\\\".into(),
-                        )
-                    }
+                    None => return Err(SplitArgsError::TrailingBackslash),
                 }
             }
             ch => {
@@ -497,9 +497,28 @@ mod tests {
         );
         assert_eq!(w("'' x"), ["", "x"]);
         assert_eq!(w("\"a\\nb\""), ["a\\nb"]);
-        assert!(split_args("'open").is_err());
-        assert!(split_args("\"open").is_err());
-        assert!(split_args("end\\").is_err());
+        assert_eq!(
+            split_args("'open"),
+            Err(SplitArgsError::UnclosedSingleQuote)
+        );
+        assert_eq!(
+            split_args("\"open"),
+            Err(SplitArgsError::UnclosedDoubleQuote)
+        );
+        assert_eq!(split_args("end\\"), Err(SplitArgsError::TrailingBackslash));
+        // The messages say how to fix the text.
+        assert_eq!(
+            SplitArgsError::UnclosedSingleQuote.to_string(),
+            "a single quote is not closed: add the closing '"
+        );
+        assert_eq!(
+            SplitArgsError::UnclosedDoubleQuote.to_string(),
+            "a double quote is not closed: add the closing \""
+        );
+        assert_eq!(
+            SplitArgsError::TrailingBackslash.to_string(),
+            "the text ends with a backslash: remove it or escape it as \\\\"
+        );
     }
 
     #[test]

@@ -501,3 +501,61 @@ fn load_threads_run_at_sched_other_even_when_started_from_fifo() {
     .join()
     .expect("thread");
 }
+
+#[test]
+fn start_errors_keep_their_wording() {
+    let denied = || std::io::Error::from_raw_os_error(Errno::EACCES.0);
+    let cases = [
+        (
+            LoadError::Start {
+                spec: "net".into(),
+                source: StartError::SetupTimeout { secs: 30 },
+            }
+            .to_string(),
+            "load 'net' could not start: the loads were not set up within 30 s; use fewer or lighter loads",
+        ),
+        (
+            LoadError::Start {
+                spec: "disk".into(),
+                source: ThreadError::CreateFile {
+                    dir: "/data".into(),
+                    source: denied(),
+                }
+                .into(),
+            }
+            .to_string(),
+            "load 'disk' could not start: cannot create a file in /data: EACCES (Permission denied); give a writable directory",
+        ),
+        (
+            ThreadError::Pin {
+                cpus: vec![1, 2],
+                source: Errno::EINVAL,
+            }
+            .to_string(),
+            "cannot pin a load thread to CPUs [1, 2]: EINVAL (Invalid argument)",
+        ),
+        (
+            ThreadError::Allocate { bytes: 16 << 20 }.to_string(),
+            "cannot allocate a working set of 16 MiB",
+        ),
+        (
+            ThreadError::Disk {
+                call: "fsync",
+                source: denied(),
+            }
+            .to_string(),
+            "fsync failed: EACCES (Permission denied)",
+        ),
+        (
+            StartError::Loopback {
+                action: "cannot listen on 127.0.0.1".into(),
+                source: denied(),
+            }
+            .to_string(),
+            "cannot listen on 127.0.0.1: EACCES (Permission denied)",
+        ),
+    ];
+    for (got, want) in cases {
+        assert_eq!(got, want);
+    }
+}

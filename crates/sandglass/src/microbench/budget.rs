@@ -55,7 +55,7 @@
 //! only; they stop as soon as the last frame ends, and what each achieved is reported.
 
 use super::ipc::{self, End, Mechanism};
-use super::{now, setup_thread, Header, Placement, Session, ThreadSetup};
+use super::{now, setup_thread, BenchError, Header, Placement, Session, ThreadSetup};
 use crate::analysis::rng::SplitMix64;
 use crate::duration;
 use crate::load::{self, LoadReport};
@@ -66,11 +66,13 @@ use crate::stats::Summary;
 use crate::units::Nanos;
 use crate::warning::Warning;
 use sandglass_sys::clock::{sleep_until, ClockId};
+use sandglass_sys::Errno;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
+use thiserror::Error;
 use toml::Spanned;
 
 /// What one step does.
@@ -125,18 +127,107 @@ struct RawStep {
     cache: Option<Spanned<String>>,
 }
 
+/// Why a budget file or its options were refused, or its run failed. A refusal names the file
+/// and line or the flag, and says how to fix it; a failure names the step, file or call.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum BudgetError {
+    /// A line of the budget file, with what is wrong there and the fix.
+    #[error("{file}:{line}: {detail}")]
+    Parse {
+        file: String,
+        line: usize,
+        detail: String,
+    },
+    #[error(
+        "{file}: the budget has no [[step]]: add at least one (kind = read, send, copy or compute)"
+    )]
+    NoSteps { file: String },
+    #[error("--frames must be at least 1")]
+    ZeroFrames,
+    #[error("--predict-samples must be at least 1")]
+    ZeroPredictSamples,
+    #[error("placement = \"cross-cpu\" needs two CPUs, but this process may use only CPU {cpu}: use placement = \"same-cpu\"")]
+    PeerCpu { cpu: usize },
+    /// The frame thread or a receiver could not be pinned or scheduled.
+    #[error(transparent)]
+    Setup(#[from] BenchError),
+    #[error("no directory for the read step's file")]
+    NoDirectory,
+    #[error("cannot create {}: {reason}", .path.display())]
+    CreateFile { path: PathBuf, reason: String },
+    #[error("cannot write {}: {reason}", .path.display())]
+    WriteFile { path: PathBuf, reason: String },
+    #[error("cannot write {} back: {reason}", .path.display())]
+    SyncFile { path: PathBuf, reason: String },
+    #[error("cannot open {}: {reason}", .path.display())]
+    OpenFile { path: PathBuf, reason: String },
+    #[error("posix_fadvise(RANDOM): {0}")]
+    FadviseRandom(Errno),
+    #[error("step {step} ({name}): cannot create the channel: {reason}")]
+    Channel {
+        step: usize,
+        name: String,
+        reason: String,
+    },
+    #[error("cannot create a receiver thread: {reason}")]
+    ReceiverThread { reason: String },
+    #[error("the receiver could not ack: {reason}")]
+    ReceiverAck { reason: String },
+    #[error("the receiver could not receive: {reason}")]
+    ReceiverReceive { reason: String },
+    #[error("a receiver thread panicked")]
+    ReceiverPanicked,
+    /// A step failed while it was measured alone.
+    #[error("step {step}: {error}")]
+    Step { step: usize, error: StepError },
+    /// A step failed inside a frame of the real run.
+    #[error("frame {frame}, step {step}: {error}")]
+    Frame {
+        frame: u64,
+        step: usize,
+        error: StepError,
+    },
+    /// Dropping a cold step's pages between runs failed.
+    #[error(transparent)]
+    Prepare(#[from] StepError),
+    #[error("cannot start the load: cannot create a thread: {reason}")]
+    LoadThread { reason: String },
+    #[error("cannot start the load: the thread starting the loads panicked")]
+    LoadThreadPanicked,
+    #[error("cannot start the load: {reason}")]
+    LoadStart { reason: String },
+}
+
+/// Why one run of a step failed, named by its system call.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum StepError {
+    #[error("posix_fadvise(DONTNEED): {0}")]
+    DropPages(Errno),
+    #[error("read: {reason}")]
+    Read { reason: String },
+    #[error("send: {reason}")]
+    Send { reason: String },
+    #[error("the receiver closed the channel")]
+    ReceiverClosed,
+    #[error("waiting for the receiver's ack: {reason}")]
+    Ack { reason: String },
+}
+
 fn line_of(text: &str, offset: usize) -> usize {
     text[..offset.min(text.len())].matches('\n').count() + 1
 }
 
 /// Parses a budget file; every error names the file and line and says how to fix it.
-pub fn parse_budget(text: &str, file: &str) -> Result<BudgetSpec, String> {
-    let raw: RawBudget = toml::from_str(text).map_err(|e| {
-        let line = e.span().map(|r| line_of(text, r.start)).unwrap_or(1);
-        format!("{file}:{line}: {}", e.message().trim())
+pub fn parse_budget(text: &str, file: &str) -> Result<BudgetSpec, BudgetError> {
+    let raw: RawBudget = toml::from_str(text).map_err(|e| BudgetError::Parse {
+        file: file.to_string(),
+        line: e.span().map(|r| line_of(text, r.start)).unwrap_or(1),
+        detail: e.message().trim().to_string(),
     })?;
-    let at = |span: std::ops::Range<usize>, msg: String| {
-        format!("{file}:{}: {msg}", line_of(text, span.start))
+    let at = |span: std::ops::Range<usize>, detail: String| BudgetError::Parse {
+        file: file.to_string(),
+        line: line_of(text, span.start),
+        detail,
     };
     let period = duration::parse(raw.period.get_ref())
         .map_err(|e| at(raw.period.span(), format!("period: {e}")))?;
@@ -175,13 +266,13 @@ pub fn parse_budget(text: &str, file: &str) -> Result<BudgetSpec, String> {
     };
     let placement = match &raw.placement {
         Some(p) => Placement::parse(p.get_ref())
-            .map_err(|e| at(p.span(), e.replace("--placement", "placement")))?,
+            .map_err(|e| at(p.span(), e.to_string().replace("--placement", "placement")))?,
         None => Placement::SameCpu,
     };
     if raw.step.is_empty() {
-        return Err(format!(
-            "{file}: the budget has no [[step]]: add at least one (kind = read, send, copy or compute)"
-        ));
+        return Err(BudgetError::NoSteps {
+            file: file.to_string(),
+        });
     }
     let mut steps = Vec::new();
     for (i, s) in raw.step.iter().enumerate() {
@@ -189,7 +280,7 @@ pub fn parse_budget(text: &str, file: &str) -> Result<BudgetSpec, String> {
         let here = |span: std::ops::Range<usize>, msg: String| {
             at(span, format!("step {} ({kind}): {msg}", i + 1))
         };
-        let bytes = || -> Result<u64, String> {
+        let bytes = || -> Result<u64, BudgetError> {
             let b = s.bytes.as_ref().ok_or_else(|| {
                 here(
                     s.kind.span(),
@@ -250,7 +341,7 @@ pub fn parse_budget(text: &str, file: &str) -> Result<BudgetSpec, String> {
                     here(s.kind.span(), "needs mech, such as mech = \"pipe\"".into())
                 })?;
                 let mechanism = Mechanism::parse(m.get_ref())
-                    .map_err(|e| here(m.span(), e.replace("--mech", "mech")))?;
+                    .map_err(|e| here(m.span(), e.to_string().replace("--mech", "mech")))?;
                 StepKind::Send {
                     bytes: bytes()?,
                     mechanism,
@@ -466,7 +557,7 @@ fn calibrate_spin() -> f64 {
 impl Runner {
     /// Work done between frames, outside the timed steps: a cold read drops the pages it will
     /// read next.
-    fn prepare(&mut self) -> Result<(), String> {
+    fn prepare(&mut self) -> Result<(), StepError> {
         if let Runner::Read {
             file, cold: true, ..
         } = self
@@ -474,13 +565,12 @@ impl Runner {
             // The whole file, not the range about to be read: DONTNEED drops only whole pages,
             // and the page cache may hold the file in large folios that a smaller range would
             // leave alone. Only the pages read since the last drop are cached, so this is cheap.
-            sandglass_sys::ipc::fadvise_dontneed(file, 0, 0)
-                .map_err(|e| format!("posix_fadvise(DONTNEED): {e}"))?;
+            sandglass_sys::ipc::fadvise_dontneed(file, 0, 0).map_err(StepError::DropPages)?;
         }
         Ok(())
     }
 
-    fn run(&mut self) -> Result<(), String> {
+    fn run(&mut self) -> Result<(), StepError> {
         match self {
             Runner::Read {
                 file,
@@ -492,17 +582,22 @@ impl Runner {
                 if *pos + buf.len() as u64 > *size {
                     *pos = 0;
                 }
-                file.read_exact_at(buf, *pos)
-                    .map_err(|e| format!("read: {e}"))?;
+                file.read_exact_at(buf, *pos).map_err(|e| StepError::Read {
+                    reason: e.to_string(),
+                })?;
                 *pos += buf.len() as u64;
                 Ok(())
             }
             Runner::Send { end, msg, ack } => {
-                end.send(msg).map_err(|e| format!("send: {e}"))?;
+                end.send(msg).map_err(|e| StepError::Send {
+                    reason: e.to_string(),
+                })?;
                 match end.recv_exact(ack) {
                     Ok(true) => Ok(()),
-                    Ok(false) => Err("the receiver closed the channel".to_string()),
-                    Err(e) => Err(format!("waiting for the receiver's ack: {e}")),
+                    Ok(false) => Err(StepError::ReceiverClosed),
+                    Err(e) => Err(StepError::Ack {
+                        reason: e.to_string(),
+                    }),
                 }
             }
             Runner::Copy { src, dst } => {
@@ -525,27 +620,33 @@ fn receiver(
     cpu: usize,
     policy: Policy,
     privileged: bool,
-) -> Option<String> {
+) -> Option<BudgetError> {
     if let Err(e) = setup_thread(cpu, &policy, privileged) {
-        return Some(e);
+        return Some(e.into());
     }
     let mut buf = vec![0u8; bytes];
     loop {
         match end.recv_exact(&mut buf) {
             Ok(true) => {
                 if let Err(e) = end.send(&[1]) {
-                    return Some(format!("the receiver could not ack: {e}"));
+                    return Some(BudgetError::ReceiverAck {
+                        reason: e.to_string(),
+                    });
                 }
             }
             Ok(false) => return None,
-            Err(e) => return Some(format!("the receiver could not receive: {e}")),
+            Err(e) => {
+                return Some(BudgetError::ReceiverReceive {
+                    reason: e.to_string(),
+                })
+            }
         }
     }
 }
 
 /// The file a read step reads: at least enough for every frame and prediction sample once, at
 /// most 64 MiB (then it is read round and round).
-fn read_file(dir: &Path, index: usize, bytes: u64, reads: u64) -> Result<(File, u64), String> {
+fn read_file(dir: &Path, index: usize, bytes: u64, reads: u64) -> Result<(File, u64), BudgetError> {
     let size = bytes
         .saturating_mul(reads)
         .clamp(bytes, (64u64 << 20).max(bytes));
@@ -554,8 +655,10 @@ fn read_file(dir: &Path, index: usize, bytes: u64, reads: u64) -> Result<(File, 
     let mut data = vec![0u8; (1 << 20).min(size as usize)];
     {
         use std::io::Write;
-        let mut f =
-            File::create(&path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+        let mut f = File::create(&path).map_err(|e| BudgetError::CreateFile {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
         let mut left = size;
         while left > 0 {
             for w in data.chunks_mut(8) {
@@ -564,18 +667,26 @@ fn read_file(dir: &Path, index: usize, bytes: u64, reads: u64) -> Result<(File, 
             }
             let n = left.min(data.len() as u64) as usize;
             f.write_all(&data[..n])
-                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+                .map_err(|e| BudgetError::WriteFile {
+                    path: path.clone(),
+                    reason: e.to_string(),
+                })?;
             left -= n as u64;
         }
-        f.sync_all()
-            .map_err(|e| format!("cannot write {} back: {e}", path.display()))?;
+        f.sync_all().map_err(|e| BudgetError::SyncFile {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
     }
-    let f = File::open(&path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    let f = File::open(&path).map_err(|e| BudgetError::OpenFile {
+        path: path.clone(),
+        reason: e.to_string(),
+    })?;
     Ok((f, size))
 }
 
 /// The CPU of the receivers of send steps.
-pub fn peer_cpu(placement: Placement, cpu: usize, allowed: &[usize]) -> Result<usize, String> {
+pub fn peer_cpu(placement: Placement, cpu: usize, allowed: &[usize]) -> Result<usize, BudgetError> {
     match placement {
         Placement::SameCpu => Ok(cpu),
         Placement::CrossCpu => allowed
@@ -583,7 +694,7 @@ pub fn peer_cpu(placement: Placement, cpu: usize, allowed: &[usize]) -> Result<u
             .rev()
             .copied()
             .find(|&c| c != cpu)
-            .ok_or_else(|| format!("placement = \"cross-cpu\" needs two CPUs, but this process may use only CPU {cpu}: use placement = \"same-cpu\"")),
+            .ok_or(BudgetError::PeerCpu { cpu }),
     }
 }
 
@@ -683,12 +794,12 @@ pub fn frames_measured(frames: &[Frame], period: Nanos) -> FramesMeasured {
 }
 
 /// Checks the configuration; the error names the file or flag.
-pub fn validate(config: &BudgetConfig) -> Result<(), String> {
+pub fn validate(config: &BudgetConfig) -> Result<(), BudgetError> {
     if config.frames == Some(0) {
-        return Err("--frames must be at least 1".to_string());
+        return Err(BudgetError::ZeroFrames);
     }
     if config.predict_samples == 0 {
-        return Err("--predict-samples must be at least 1".to_string());
+        return Err(BudgetError::ZeroPredictSamples);
     }
     Ok(())
 }
@@ -707,7 +818,7 @@ fn start_loads(
     plan: &LoadPlan,
     cpus: &[usize],
     stop: &AtomicBool,
-) -> Result<Option<load::RunningLoads>, String> {
+) -> Result<Option<load::RunningLoads>, BudgetError> {
     if plan.is_empty() {
         return Ok(None);
     }
@@ -718,14 +829,17 @@ fn start_loads(
         std::thread::Builder::new()
             .name("sg-load-start".to_string())
             .spawn_scoped(s, || {
-                load::enter_load_thread(cpus)?;
-                load::start(&plan.specs, &options).map_err(|e| e.to_string())
+                let failed = |reason: String| BudgetError::LoadStart { reason };
+                load::enter_load_thread(cpus).map_err(|e| failed(e.to_string()))?;
+                load::start(&plan.specs, &options).map_err(|e| failed(e.to_string()))
             })
-            .map_err(|e| format!("cannot create a thread: {e}"))?
+            .map_err(|e| BudgetError::LoadThread {
+                reason: e.to_string(),
+            })?
             .join()
-            .map_err(|_| "the thread starting the loads panicked".to_string())?
+            .map_err(|_| BudgetError::LoadThreadPanicked)?
     });
-    let running = started.map_err(|e| format!("cannot start the load: {e}"))?;
+    let running = started?;
     let until = now() + plan.settle_ns.0;
     while now() < until && !stop.load(Ordering::Relaxed) {
         let _ = sleep_until(ClockId::Monotonic, (now() + 10_000_000).min(until));
@@ -744,7 +858,7 @@ fn run_frames(
     privileged: bool,
     load_cpus: &[usize],
     stop: &AtomicBool,
-) -> Result<Outcome, String> {
+) -> Result<Outcome, BudgetError> {
     let spec = &config.spec;
     let setup = setup_thread(cpu, &spec.policy, privileged)?;
     let per_step_reads = frames + config.predict_samples as u64 + 4;
@@ -757,19 +871,18 @@ fn run_frames(
     } else {
         1.0
     };
-    std::thread::scope(|s| -> Result<Outcome, String> {
+    std::thread::scope(|s| -> Result<Outcome, BudgetError> {
         let mut runners = Vec::with_capacity(spec.steps.len());
         let mut receivers = Vec::new();
         for (i, step) in spec.steps.iter().enumerate() {
             runners.push(match step.kind {
                 StepKind::Read { bytes, cold } => {
-                    let dir =
-                        dir.ok_or_else(|| "no directory for the read step's file".to_string())?;
+                    let dir = dir.ok_or(BudgetError::NoDirectory)?;
                     let (file, size) = read_file(dir, i, bytes, per_step_reads)?;
                     if cold {
                         // Read-ahead would bring the next frame's pages in early.
                         sandglass_sys::ipc::fadvise_random(&file)
-                            .map_err(|e| format!("posix_fadvise(RANDOM): {e}"))?;
+                            .map_err(BudgetError::FadviseRandom)?;
                     }
                     Runner::Read {
                         file,
@@ -781,11 +894,11 @@ fn run_frames(
                 }
                 StepKind::Send { bytes, mechanism } => {
                     let ch = ipc::channel(mechanism, bytes as usize).map_err(|e| {
-                        format!(
-                            "step {} ({}): cannot create the channel: {e}",
-                            i + 1,
-                            step.name
-                        )
+                        BudgetError::Channel {
+                            step: i + 1,
+                            name: step.name.clone(),
+                            reason: e.to_string(),
+                        }
                     })?;
                     let policy = spec.policy;
                     let b = ch.b;
@@ -794,7 +907,9 @@ fn run_frames(
                         .spawn_scoped(s, move || {
                             receiver(b, bytes as usize, peer, policy, privileged)
                         })
-                        .map_err(|e| format!("cannot create a receiver thread: {e}"))?;
+                        .map_err(|e| BudgetError::ReceiverThread {
+                            reason: e.to_string(),
+                        })?;
                     receivers.push(h);
                     Runner::Send {
                         end: ch.a,
@@ -813,7 +928,7 @@ fn run_frames(
                 },
             });
         }
-        let result = (|| -> Result<Outcome, String> {
+        let result = (|| -> Result<Outcome, BudgetError> {
             // The prediction: each step alone.
             let mut step_samples = Vec::with_capacity(runners.len());
             for (i, r) in runners.iter_mut().enumerate() {
@@ -821,11 +936,13 @@ fn run_frames(
                 let end = now() + 1_000_000_000;
                 // One untimed run warms the path (first page faults, first wakeup of the receiver).
                 r.prepare()?;
-                r.run().map_err(|e| format!("step {}: {e}", i + 1))?;
+                r.run()
+                    .map_err(|error| BudgetError::Step { step: i + 1, error })?;
                 while v.len() < config.predict_samples && !stop.load(Ordering::Relaxed) {
                     r.prepare()?;
                     let t = now();
-                    r.run().map_err(|e| format!("step {}: {e}", i + 1))?;
+                    r.run()
+                        .map_err(|error| BudgetError::Step { step: i + 1, error })?;
                     let e = now();
                     v.push((e - t) as i64);
                     if v.len() >= 20 && e >= end {
@@ -860,7 +977,11 @@ fn run_frames(
                 let mut t = start;
                 for (i, r) in runners.iter_mut().enumerate() {
                     if let Err(e) = r.run() {
-                        failed = Some(format!("frame {k}, step {}: {e}", i + 1));
+                        failed = Some(BudgetError::Frame {
+                            frame: k,
+                            step: i + 1,
+                            error: e,
+                        });
                         break;
                     }
                     let e = now();
@@ -876,7 +997,7 @@ fn run_frames(
                     end_ns: t - t0,
                 });
                 if let Some(e) = runners.iter_mut().find_map(|r| r.prepare().err()) {
-                    failed = Some(e);
+                    failed = Some(e.into());
                     break;
                 }
             }
@@ -903,7 +1024,7 @@ fn run_frames(
             match h.join() {
                 Ok(Some(e)) => rx_error = rx_error.or(Some(e)),
                 Ok(None) => {}
-                Err(_) => rx_error = rx_error.or(Some("a receiver thread panicked".to_string())),
+                Err(_) => rx_error = rx_error.or(Some(BudgetError::ReceiverPanicked)),
             }
         }
         let out = result?;
@@ -920,11 +1041,16 @@ pub fn run(
     ctx: &RunContext,
     obs: &mut dyn Observer,
 ) -> Result<BudgetResult, RunError> {
-    validate(config).map_err(RunError::Usage)?;
+    validate(config).map_err(super::usage)?;
     let spec = &config.spec;
     let allowed = crate::system::allowed_cpus();
-    let cpu = super::choose_cpu(&allowed, spec.cpu)
-        .map_err(|e| RunError::Usage(format!("{}: {}", config.file, e.replace("--cpu", "cpu"))))?;
+    let cpu = super::choose_cpu(&allowed, spec.cpu).map_err(|e| {
+        RunError::Usage(format!(
+            "{}: {}",
+            config.file,
+            e.to_string().replace("--cpu", "cpu")
+        ))
+    })?;
     let peer = peer_cpu(spec.placement, cpu, &allowed)
         .map_err(|e| RunError::Usage(format!("{}: {e}", config.file)))?;
     let frames = config
@@ -936,7 +1062,7 @@ pub fn run(
         .iter()
         .any(|s| matches!(s.kind, StepKind::Read { .. }));
     let tmp = if needs_dir {
-        Some(super::file::temp_dir(&config.dir).map_err(RunError::Usage)?)
+        Some(super::file::temp_dir(&config.dir).map_err(super::usage)?)
     } else {
         None
     };
@@ -987,7 +1113,7 @@ pub fn run(
     };
     let o = match outcome {
         Ok(o) => o,
-        Err(e) => return Err(session.fail(e)),
+        Err(e) => return Err(session.fail(e.to_string())),
     };
     let prediction = predict(&o.step_samples, spec.period_ns, frames);
     let measured = frames_measured(&o.frames, spec.period_ns);
@@ -1142,7 +1268,7 @@ time = "1ms"
             ),
         ];
         for (text, want) in cases {
-            let e = parse_budget(text, "b.toml").expect_err(text);
+            let e = parse_budget(text, "b.toml").expect_err(text).to_string();
             assert!(e.contains(want), "{text:?}: {e:?} lacks {want:?}");
         }
     }
@@ -1212,6 +1338,7 @@ time = "1ms"
         assert_eq!(peer_cpu(Placement::CrossCpu, 1, &[0, 1]), Ok(0));
         assert!(peer_cpu(Placement::CrossCpu, 0, &[0])
             .expect_err("one CPU")
+            .to_string()
             .contains("needs two CPUs"));
     }
 
@@ -1250,5 +1377,92 @@ time = "1ms"
         let reader = crate::store::RunReader::open(Path::new(&r.header.run_dir)).expect("finished");
         let frames = reader.read_text("frames.csv").expect("frames");
         assert_eq!(frames.lines().count(), 9);
+    }
+
+    #[test]
+    fn refusals_and_failures_keep_their_wording() {
+        let path = || PathBuf::from("/tmp/d/step0");
+        let r = || "r".to_string();
+        let step = || StepError::Read { reason: r() };
+        let cases = [
+            (
+                BudgetError::Parse { file: "b.toml".into(), line: 3, detail: "what and the fix".into() },
+                "b.toml:3: what and the fix".to_string(),
+            ),
+            (
+                BudgetError::NoSteps { file: "b.toml".into() },
+                "b.toml: the budget has no [[step]]: add at least one (kind = read, send, copy or compute)".into(),
+            ),
+            (BudgetError::ZeroFrames, "--frames must be at least 1".into()),
+            (BudgetError::ZeroPredictSamples, "--predict-samples must be at least 1".into()),
+            (
+                BudgetError::PeerCpu { cpu: 0 },
+                "placement = \"cross-cpu\" needs two CPUs, but this process may use only CPU 0: use placement = \"same-cpu\"".into(),
+            ),
+            (BudgetError::NoDirectory, "no directory for the read step's file".into()),
+            (
+                BudgetError::CreateFile { path: path(), reason: r() },
+                "cannot create /tmp/d/step0: r".into(),
+            ),
+            (
+                BudgetError::WriteFile { path: path(), reason: r() },
+                "cannot write /tmp/d/step0: r".into(),
+            ),
+            (
+                BudgetError::SyncFile { path: path(), reason: r() },
+                "cannot write /tmp/d/step0 back: r".into(),
+            ),
+            (
+                BudgetError::OpenFile { path: path(), reason: r() },
+                "cannot open /tmp/d/step0: r".into(),
+            ),
+            (
+                BudgetError::FadviseRandom(Errno::EINVAL),
+                format!("posix_fadvise(RANDOM): {}", Errno::EINVAL),
+            ),
+            (
+                BudgetError::Channel { step: 2, name: "send".into(), reason: r() },
+                "step 2 (send): cannot create the channel: r".into(),
+            ),
+            (
+                BudgetError::ReceiverThread { reason: r() },
+                "cannot create a receiver thread: r".into(),
+            ),
+            (BudgetError::ReceiverAck { reason: r() }, "the receiver could not ack: r".into()),
+            (
+                BudgetError::ReceiverReceive { reason: r() },
+                "the receiver could not receive: r".into(),
+            ),
+            (BudgetError::ReceiverPanicked, "a receiver thread panicked".into()),
+            (BudgetError::Step { step: 1, error: step() }, "step 1: read: r".into()),
+            (
+                BudgetError::Frame { frame: 4, step: 2, error: StepError::ReceiverClosed },
+                "frame 4, step 2: the receiver closed the channel".into(),
+            ),
+            (
+                StepError::DropPages(Errno::EINVAL).into(),
+                format!("posix_fadvise(DONTNEED): {}", Errno::EINVAL),
+            ),
+            (
+                BudgetError::Step { step: 1, error: StepError::Send { reason: r() } },
+                "step 1: send: r".into(),
+            ),
+            (
+                BudgetError::Step { step: 1, error: StepError::Ack { reason: r() } },
+                "step 1: waiting for the receiver's ack: r".into(),
+            ),
+            (
+                BudgetError::LoadThread { reason: r() },
+                "cannot start the load: cannot create a thread: r".into(),
+            ),
+            (
+                BudgetError::LoadThreadPanicked,
+                "cannot start the load: the thread starting the loads panicked".into(),
+            ),
+            (BudgetError::LoadStart { reason: r() }, "cannot start the load: r".into()),
+        ];
+        for (e, want) in cases {
+            assert_eq!(e.to_string(), want);
+        }
     }
 }

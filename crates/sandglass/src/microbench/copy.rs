@@ -26,6 +26,7 @@ use crate::warning::Warning;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
+use thiserror::Error;
 
 /// One cache of a CPU, from `/sys/devices/system/cpu/cpuN/cache/indexM`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -344,23 +345,33 @@ fn measure(
     m
 }
 
+/// A copy configuration that cannot run, named by its flag with the fix.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum CopyError {
+    #[error("--cell-time must be longer than zero")]
+    ZeroCellTime,
+    #[error("--max-samples must be at least 1")]
+    ZeroMaxSamples,
+    #[error("--sizes: give at least one size")]
+    NoSizes,
+    #[error("--sizes: {} is larger than the 4 GiB this benchmark copies at most", super::format_size(*.0))]
+    SizeTooLarge(u64),
+}
+
 /// Checks the configuration; the error names the flag.
-pub fn validate(config: &CopyConfig) -> Result<(), String> {
+pub fn validate(config: &CopyConfig) -> Result<(), CopyError> {
     if config.cell_time_ns.0 == 0 {
-        return Err("--cell-time must be longer than zero".to_string());
+        return Err(CopyError::ZeroCellTime);
     }
     if config.max_samples == 0 {
-        return Err("--max-samples must be at least 1".to_string());
+        return Err(CopyError::ZeroMaxSamples);
     }
     if let Some(s) = &config.sizes {
         if s.is_empty() {
-            return Err("--sizes: give at least one size".to_string());
+            return Err(CopyError::NoSizes);
         }
         if let Some(&big) = s.iter().find(|&&b| b > 1 << 32) {
-            return Err(format!(
-                "--sizes: {} is larger than the 4 GiB this benchmark copies at most",
-                super::format_size(big)
-            ));
+            return Err(CopyError::SizeTooLarge(big));
         }
     }
     Ok(())
@@ -372,9 +383,9 @@ pub fn run(
     ctx: &RunContext,
     obs: &mut dyn Observer,
 ) -> Result<CopyResult, RunError> {
-    validate(config).map_err(RunError::Usage)?;
+    validate(config).map_err(super::usage)?;
     let allowed = crate::system::allowed_cpus();
-    let cpu = super::choose_cpu(&allowed, config.cpu).map_err(RunError::Usage)?;
+    let cpu = super::choose_cpu(&allowed, config.cpu).map_err(super::usage)?;
     let caches = cache_levels(cpu);
     let sizes = config
         .sizes
@@ -546,6 +557,28 @@ mod tests {
         assert_eq!(reader.manifest.kind, "bench-copy");
         for f in ["result.json", "cells.csv", "samples.csv.gz"] {
             assert!(reader.read(f).is_ok(), "{f}");
+        }
+    }
+
+    #[test]
+    fn refusals_keep_their_wording() {
+        let cases = [
+            (
+                CopyError::ZeroCellTime,
+                "--cell-time must be longer than zero",
+            ),
+            (
+                CopyError::ZeroMaxSamples,
+                "--max-samples must be at least 1",
+            ),
+            (CopyError::NoSizes, "--sizes: give at least one size"),
+            (
+                CopyError::SizeTooLarge(8 << 30),
+                "--sizes: 8 GiB is larger than the 4 GiB this benchmark copies at most",
+            ),
+        ];
+        for (e, want) in cases {
+            assert_eq!(e.to_string(), want);
         }
     }
 }

@@ -27,11 +27,13 @@ use crate::policy::Policy;
 use crate::runner::{Observer, RunContext, RunError};
 use crate::stats::Summary;
 use crate::units::Nanos;
+use sandglass_sys::Errno;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
+use thiserror::Error;
 
 /// What to measure.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -126,18 +128,42 @@ fn working_set(bytes: u64) -> Vec<u8> {
     (0..bytes as usize).map(|i| i as u8).collect()
 }
 
+/// Why a context-switch configuration was refused (named by its flag, with the fix) or a
+/// measurement failed (named by its system call).
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum CtxswError {
+    #[error("--ring {0}: a ring has 2 to 64 members")]
+    Ring(usize),
+    #[error("--working-sets: give at least one size (0 for the direct cost)")]
+    NoWorkingSets,
+    #[error("--working-sets: {} per member is more than the 256 MiB this benchmark allows", super::format_size(*.0))]
+    WorkingSetTooLarge(u64),
+    #[error("--cell-time must be longer than zero")]
+    ZeroCellTime,
+    #[error("--max-trips must be at least 1")]
+    ZeroMaxTrips,
+    #[error("-P: SCHED_DEADLINE is not offered here; use f:PRIO, r:PRIO, o:NICE, b or i")]
+    Deadline,
+    #[error("pipe2: {0}")]
+    Pipe(Errno),
+    #[error("the token pipe failed: {reason}")]
+    TokenPipe { reason: String },
+}
+
 /// The per-hop overhead of one thread passing a token to itself.
 fn overhead(
     ws_bytes: u64,
     budget_ns: u64,
     max: usize,
     stop: &AtomicBool,
-) -> Result<Vec<i64>, String> {
+) -> Result<Vec<i64>, CtxswError> {
     let ws = working_set(ws_bytes);
-    let (mut r, mut w) = sandglass_sys::ipc::pipe().map_err(|e| format!("pipe2: {e}"))?;
+    let (mut r, mut w) = sandglass_sys::ipc::pipe().map_err(CtxswError::Pipe)?;
     let mut token = [0u8; 1];
     let mut out = Vec::with_capacity(max.max(MIN_SAMPLES));
-    let io = |e: std::io::Error| format!("the token pipe failed: {e}");
+    let io = |e: std::io::Error| CtxswError::TokenPipe {
+        reason: e.to_string(),
+    };
     // Warm the pipe and the working set.
     for _ in 0..3 {
         w.write_all(&token).map_err(io)?;
@@ -201,7 +227,7 @@ fn member(index: usize, mut m: Member, a: &RingArgs<'_>) -> MemberOutcome {
     match setup {
         Ok(s) => out.setup = Some(s),
         Err(e) => {
-            out.error = Some(e);
+            out.error = Some(e.to_string());
             return out;
         }
     }
@@ -287,7 +313,7 @@ fn ring_trips(
                     Vec::new(),
                     CpusSeen::new(),
                     Vec::new(),
-                    Some(format!("pipe2: {e}")),
+                    Some(CtxswError::Pipe(e).to_string()),
                 )
             }
         }
@@ -385,7 +411,7 @@ fn measure_cell(
     let mut over = match overhead(ws_bytes, budget / 3, config.max_trips, stop) {
         Ok(o) => o,
         Err(e) => {
-            cell.error = Some(e);
+            cell.error = Some(e.to_string());
             return (cell, Vec::new(), Vec::new());
         }
     };
@@ -404,33 +430,24 @@ fn measure_cell(
 }
 
 /// Checks the configuration; the error names the flag.
-pub fn validate(config: &CtxswConfig) -> Result<(), String> {
+pub fn validate(config: &CtxswConfig) -> Result<(), CtxswError> {
     if config.ring < 2 || config.ring > 64 {
-        return Err(format!(
-            "--ring {}: a ring has 2 to 64 members",
-            config.ring
-        ));
+        return Err(CtxswError::Ring(config.ring));
     }
     if config.working_sets.is_empty() {
-        return Err("--working-sets: give at least one size (0 for the direct cost)".to_string());
+        return Err(CtxswError::NoWorkingSets);
     }
     if let Some(&big) = config.working_sets.iter().find(|&&s| s > 256 << 20) {
-        return Err(format!(
-            "--working-sets: {} per member is more than the 256 MiB this benchmark allows",
-            super::format_size(big)
-        ));
+        return Err(CtxswError::WorkingSetTooLarge(big));
     }
     if config.cell_time_ns.0 == 0 {
-        return Err("--cell-time must be longer than zero".to_string());
+        return Err(CtxswError::ZeroCellTime);
     }
     if config.max_trips == 0 {
-        return Err("--max-trips must be at least 1".to_string());
+        return Err(CtxswError::ZeroMaxTrips);
     }
     if config.policy.is_deadline() {
-        return Err(
-            "-P: SCHED_DEADLINE is not offered here; use f:PRIO, r:PRIO, o:NICE, b or i"
-                .to_string(),
-        );
+        return Err(CtxswError::Deadline);
     }
     Ok(())
 }
@@ -441,9 +458,9 @@ pub fn run(
     ctx: &RunContext,
     obs: &mut dyn Observer,
 ) -> Result<CtxswResult, RunError> {
-    validate(config).map_err(RunError::Usage)?;
+    validate(config).map_err(super::usage)?;
     let allowed = crate::system::allowed_cpus();
-    let cpu = super::choose_cpu(&allowed, config.cpu).map_err(RunError::Usage)?;
+    let cpu = super::choose_cpu(&allowed, config.cpu).map_err(super::usage)?;
     let session = Session::open(
         "bench-ctxsw",
         config.output_dir.as_deref(),
@@ -576,7 +593,10 @@ mod tests {
             ring: 1,
             ..CtxswConfig::default()
         };
-        assert!(validate(&one).expect_err("ring").contains("--ring 1"));
+        assert!(validate(&one)
+            .expect_err("ring")
+            .to_string()
+            .contains("--ring 1"));
     }
 
     #[test]
@@ -613,5 +633,49 @@ mod tests {
         let reader = crate::store::RunReader::open(std::path::Path::new(&r.header.run_dir))
             .expect("finished run");
         assert!(reader.read("cells.csv").is_ok());
+    }
+
+    #[test]
+    fn refusals_keep_their_wording() {
+        let cases = [
+            (
+                CtxswError::Ring(1),
+                "--ring 1: a ring has 2 to 64 members".to_string(),
+            ),
+            (
+                CtxswError::NoWorkingSets,
+                "--working-sets: give at least one size (0 for the direct cost)".into(),
+            ),
+            (
+                CtxswError::WorkingSetTooLarge(512 << 20),
+                "--working-sets: 512 MiB per member is more than the 256 MiB this benchmark allows"
+                    .into(),
+            ),
+            (
+                CtxswError::ZeroCellTime,
+                "--cell-time must be longer than zero".into(),
+            ),
+            (
+                CtxswError::ZeroMaxTrips,
+                "--max-trips must be at least 1".into(),
+            ),
+            (
+                CtxswError::Deadline,
+                "-P: SCHED_DEADLINE is not offered here; use f:PRIO, r:PRIO, o:NICE, b or i".into(),
+            ),
+            (
+                CtxswError::Pipe(Errno::ENOMEM),
+                format!("pipe2: {}", Errno::ENOMEM),
+            ),
+            (
+                CtxswError::TokenPipe {
+                    reason: "Broken pipe (os error 32)".into(),
+                },
+                "the token pipe failed: Broken pipe (os error 32)".into(),
+            ),
+        ];
+        for (e, want) in cases {
+            assert_eq!(e.to_string(), want);
+        }
     }
 }

@@ -34,12 +34,14 @@ use crate::runner::{Observer, RunContext, RunError};
 use crate::stats::Summary;
 use crate::warning::{Warning, WarningKind};
 use sandglass_sys::ipc::{self as sys, MappedFile, RusageWho};
+use sandglass_sys::Errno;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io::{BufReader, Read, Write};
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use thiserror::Error;
 
 /// The caveat the seed attached to `freetime`, printed with every result.
 pub const FREETIME_CAVEAT: &str = "freetime's idle counters perturb what they measure: Dannenberg et al. (§9) saw a disk-read run go from 32 s to 47 s with the counter running, and their CPU figures exceed 100%. The counters also keep every CPU out of its idle states, which speeds up I/O completions, and they count other programs' work as the read's. The getrusage column counts only the reading thread's own time and misses interrupt and kernel-thread work done for it; the truth is between the two.";
@@ -66,21 +68,66 @@ impl Method {
         }
     }
 
-    pub fn parse(text: &str) -> Result<Method, String> {
+    pub fn parse(text: &str) -> Result<Method, FileBenchError> {
         Method::ALL
             .into_iter()
             .find(|m| m.name() == text.trim())
-            .ok_or_else(|| {
-                format!(
-                    "--methods {}: unknown method; use buffered, read, mmap, direct or all",
-                    text.trim()
-                )
-            })
+            .ok_or_else(|| FileBenchError::UnknownMethod(text.trim().to_string()))
     }
 }
 
+/// Why a file-read configuration was refused (named by its flag, with the fix) or a pass failed
+/// (named by the system call or the file).
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum FileBenchError {
+    #[error("--methods {0}: unknown method; use buffered, read, mmap, direct or all")]
+    UnknownMethod(String),
+    #[error("--size must be at least 4 KiB")]
+    SizeTooSmall,
+    #[error("--size {0}: give a multiple of 4 KiB (O_DIRECT reads whole blocks)")]
+    SizeNotPageMultiple(u64),
+    #[error("--size: at most 64 GiB")]
+    SizeTooLarge,
+    #[error("--methods: give at least one method, or all")]
+    NoMethods,
+    #[error("--block-sizes: give at least one block size")]
+    NoBlockSizes,
+    #[error("--block-sizes: {} is more than the 256 MiB this benchmark reads at once", super::format_size(*.0))]
+    BlockTooLarge(u64),
+    #[error("--drop-caches needs root (it writes /proc/sys/vm/drop_caches); without it every cold pass drops the file's own pages with posix_fadvise(DONTNEED)")]
+    DropCachesNeedsRoot,
+    #[error("--dir {}: not a directory; give a writable directory for the temporary files", .0.display())]
+    NotADirectory(PathBuf),
+    #[error("--dir {}: cannot create a temporary directory there: {reason}; give a writable directory with --dir", .dir.display())]
+    CreateTempDir { dir: PathBuf, reason: String },
+    #[error("--dir {}: cannot write a file there: {reason}; give a writable directory with --dir", .dir.display())]
+    WriteTempDir { dir: PathBuf, reason: String },
+    #[error("cannot create {}: {reason}", .path.display())]
+    CreateFile { path: PathBuf, reason: String },
+    #[error("cannot write {}: {reason}", .path.display())]
+    WriteFile { path: PathBuf, reason: String },
+    #[error("cannot write {} back to storage: {reason}", .path.display())]
+    SyncFile { path: PathBuf, reason: String },
+    #[error("stopped while the file was being written")]
+    Stopped,
+    /// A system call on the file failed: `open`, `read`, `fsync`, `mmap`, `posix_fadvise`, or
+    /// the write to `/proc/sys/vm/drop_caches`.
+    #[error("{call}: {reason}")]
+    Io { call: &'static str, reason: String },
+    #[error("{call}: {errno}")]
+    Sys { call: &'static str, errno: Errno },
+    #[error("mmap: a range outside the mapping")]
+    OutsideMapping,
+    #[error("open with O_DIRECT: {reason} (the filesystem does not support direct I/O)")]
+    OpenDirect { reason: String },
+    #[error("cannot align the O_DIRECT buffer")]
+    AlignDirect,
+    #[error(transparent)]
+    Setup(#[from] super::BenchError),
+}
+
 /// Parses `all` or a comma-separated list of methods.
-pub fn parse_methods(text: &str) -> Result<Vec<Method>, String> {
+pub fn parse_methods(text: &str) -> Result<Vec<Method>, FileBenchError> {
     if text.trim() == "all" {
         return Ok(Method::ALL.to_vec());
     }
@@ -309,25 +356,19 @@ impl Drop for TempDir {
 }
 
 /// Creates a new private directory under `dir`; the error says what to change.
-pub(crate) fn temp_dir(dir: &Path) -> Result<TempDir, String> {
+pub(crate) fn temp_dir(dir: &Path) -> Result<TempDir, FileBenchError> {
     use std::os::unix::fs::DirBuilderExt;
     if !dir.is_dir() {
-        return Err(format!(
-            "--dir {}: not a directory; give a writable directory for the temporary files",
-            dir.display()
-        ));
+        return Err(FileBenchError::NotADirectory(dir.to_path_buf()));
     }
     let stamp = now() ^ (u64::from(sandglass_sys::process::pid() as u32) << 32);
     let path = dir.join(format!("sandglass-bench-{stamp:x}"));
     std::fs::DirBuilder::new()
         .mode(0o700)
         .create(&path)
-        .map_err(|e| {
-            format!(
-                "--dir {}: cannot create a temporary directory there: {}; give a writable directory with --dir",
-                dir.display(),
-                super::io_reason(&e)
-            )
+        .map_err(|e| FileBenchError::CreateTempDir {
+            dir: dir.to_path_buf(),
+            reason: super::io_reason(&e),
         })?;
     let guard = TempDir(path);
     // A directory can be creatable where a file cannot be written (a full or read-only
@@ -335,12 +376,9 @@ pub(crate) fn temp_dir(dir: &Path) -> Result<TempDir, String> {
     let probe = guard.0.join("probe");
     std::fs::write(&probe, b"sandglass")
         .and_then(|_| std::fs::remove_file(&probe))
-        .map_err(|e| {
-            format!(
-                "--dir {}: cannot write a file there: {}; give a writable directory with --dir",
-                dir.display(),
-                super::io_reason(&e)
-            )
+        .map_err(|e| FileBenchError::WriteTempDir {
+            dir: dir.to_path_buf(),
+            reason: super::io_reason(&e),
         })?;
     Ok(guard)
 }
@@ -351,20 +389,23 @@ fn file_word(rng: &mut crate::analysis::rng::SplitMix64) -> u64 {
 }
 
 /// Writes `size` bytes to `path`, returns the checksum, and writes the file back to storage.
-fn create_file(path: &Path, size: u64, stop: &AtomicBool) -> Result<u64, String> {
+fn create_file(path: &Path, size: u64, stop: &AtomicBool) -> Result<u64, FileBenchError> {
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .open(path)
-        .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+        .map_err(|e| FileBenchError::CreateFile {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
     let mut rng = crate::analysis::rng::SplitMix64::new(0x5a5d_61a5);
     let mut sum = WordSum::default();
     let mut chunk = vec![0u8; 1 << 20];
     let mut left = size;
     while left > 0 {
         if stop.load(Ordering::Relaxed) {
-            return Err("stopped while the file was being written".to_string());
+            return Err(FileBenchError::Stopped);
         }
         let n = left.min(chunk.len() as u64) as usize;
         for w in chunk[..n].chunks_mut(8) {
@@ -372,12 +413,17 @@ fn create_file(path: &Path, size: u64, stop: &AtomicBool) -> Result<u64, String>
             w.copy_from_slice(&v[..w.len()]);
         }
         f.write_all(&chunk[..n])
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            .map_err(|e| FileBenchError::WriteFile {
+                path: path.to_path_buf(),
+                reason: e.to_string(),
+            })?;
         sum.update(&chunk[..n]);
         left -= n as u64;
     }
-    f.sync_all()
-        .map_err(|e| format!("cannot write {} back to storage: {e}", path.display()))?;
+    f.sync_all().map_err(|e| FileBenchError::SyncFile {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
     Ok(sum.finish())
 }
 
@@ -448,11 +494,14 @@ struct PassOut {
     checksum: u64,
 }
 
-fn io_err(what: &str) -> impl Fn(std::io::Error) -> String + '_ {
-    move |e| format!("{what}: {e}")
+fn io_err(call: &'static str) -> impl Fn(std::io::Error) -> FileBenchError {
+    move |e| FileBenchError::Io {
+        call,
+        reason: e.to_string(),
+    }
 }
 
-fn read_buffered(path: &Path, size: u64) -> Result<PassOut, String> {
+fn read_buffered(path: &Path, size: u64) -> Result<PassOut, FileBenchError> {
     let f = File::open(path).map_err(io_err("open"))?;
     let mut r = BufReader::with_capacity(BUFFER_BYTES, f);
     let mut rec = [0u8; RECORD_BYTES];
@@ -466,7 +515,7 @@ fn read_buffered(path: &Path, size: u64) -> Result<PassOut, String> {
             Ok(0) => break,
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(format!("read: {e}")),
+            Err(e) => return Err(io_err("read")(e)),
         };
         sum.update(&rec[..n]);
         bytes += n as u64;
@@ -490,7 +539,7 @@ fn read_buffered(path: &Path, size: u64) -> Result<PassOut, String> {
     })
 }
 
-fn read_blocks(file: &mut File, buf: &mut [u8], size: u64) -> Result<PassOut, String> {
+fn read_blocks(file: &mut File, buf: &mut [u8], size: u64) -> Result<PassOut, FileBenchError> {
     let mut samples = Vec::with_capacity((size as usize / buf.len().max(1)) + 2);
     let mut sum = WordSum::default();
     let mut bytes = 0u64;
@@ -501,7 +550,7 @@ fn read_blocks(file: &mut File, buf: &mut [u8], size: u64) -> Result<PassOut, St
             Ok(0) => break,
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(format!("read: {e}")),
+            Err(e) => return Err(io_err("read")(e)),
         };
         samples.push((now() - t0) as i64);
         sum.update(&buf[..n]);
@@ -515,19 +564,20 @@ fn read_blocks(file: &mut File, buf: &mut [u8], size: u64) -> Result<PassOut, St
     })
 }
 
-fn read_mmap(path: &Path, size: u64) -> Result<PassOut, String> {
+fn read_mmap(path: &Path, size: u64) -> Result<PassOut, FileBenchError> {
     let f = File::open(path).map_err(io_err("open"))?;
     let start = now();
-    let m = MappedFile::map(&f, size as usize).map_err(|e| format!("mmap: {e}"))?;
+    let m = MappedFile::map(&f, size as usize).map_err(|errno| FileBenchError::Sys {
+        call: "mmap",
+        errno,
+    })?;
     let mut samples = Vec::with_capacity(size as usize / CHUNK_BYTES + 2);
     let mut sum = WordSum::default();
     let mut off = 0usize;
     while off < m.len() {
         let n = CHUNK_BYTES.min(m.len() - off);
         let t0 = now();
-        let s = m
-            .sum_words(off, n)
-            .ok_or_else(|| "mmap: a range outside the mapping".to_string())?;
+        let s = m.sum_words(off, n).ok_or(FileBenchError::OutsideMapping)?;
         samples.push((now() - t0) as i64);
         sum.add_words(s);
         off += n;
@@ -541,21 +591,23 @@ fn read_mmap(path: &Path, size: u64) -> Result<PassOut, String> {
     })
 }
 
-fn read_direct(path: &Path, size: u64) -> Result<PassOut, String> {
-    let mut f = sys::open_direct(path).map_err(|e| {
-        format!("open with O_DIRECT: {e} (the filesystem does not support direct I/O)")
+fn read_direct(path: &Path, size: u64) -> Result<PassOut, FileBenchError> {
+    let mut f = sys::open_direct(path).map_err(|e| FileBenchError::OpenDirect {
+        reason: e.to_string(),
     })?;
     let mut storage = vec![0u8; DIRECT_BLOCK + 4096];
-    let buf = aligned(&mut storage, 4096, DIRECT_BLOCK)
-        .ok_or_else(|| "cannot align the O_DIRECT buffer".to_string())?;
+    let buf = aligned(&mut storage, 4096, DIRECT_BLOCK).ok_or(FileBenchError::AlignDirect)?;
     read_blocks(&mut f, buf, size)
 }
 
 /// Drops the file's cached pages, and the whole page cache when asked.
-fn make_cold(path: &Path, drop_all: bool) -> Result<(), String> {
+fn make_cold(path: &Path, drop_all: bool) -> Result<(), FileBenchError> {
     let f = File::open(path).map_err(io_err("open"))?;
     f.sync_all().map_err(io_err("fsync"))?;
-    sys::fadvise_dontneed(&f, 0, 0).map_err(|e| format!("posix_fadvise(DONTNEED): {e}"))?;
+    sys::fadvise_dontneed(&f, 0, 0).map_err(|errno| FileBenchError::Sys {
+        call: "posix_fadvise(DONTNEED)",
+        errno,
+    })?;
     if drop_all {
         std::fs::write("/proc/sys/vm/drop_caches", b"1\n")
             .map_err(io_err("writing /proc/sys/vm/drop_caches"))?;
@@ -628,7 +680,7 @@ fn one_pass(
     };
     if p.cache != CacheState::Warm {
         if let Err(e) = make_cold(path, config.drop_caches) {
-            pass.error = Some(e);
+            pass.error = Some(e.to_string());
             return pass;
         }
     }
@@ -656,7 +708,7 @@ fn one_pass(
     let mut out = match out {
         Ok(o) => o,
         Err(e) => {
-            pass.error = Some(e);
+            pass.error = Some(e.to_string());
             return pass;
         }
     };
@@ -693,33 +745,27 @@ fn one_pass(
 }
 
 /// Checks the configuration; the error names the flag.
-pub fn validate(config: &FileConfig) -> Result<(), String> {
+pub fn validate(config: &FileConfig) -> Result<(), FileBenchError> {
     if config.size_bytes < 4096 {
-        return Err("--size must be at least 4 KiB".to_string());
+        return Err(FileBenchError::SizeTooSmall);
     }
     if !config.size_bytes.is_multiple_of(4096) {
-        return Err(format!(
-            "--size {}: give a multiple of 4 KiB (O_DIRECT reads whole blocks)",
-            config.size_bytes
-        ));
+        return Err(FileBenchError::SizeNotPageMultiple(config.size_bytes));
     }
     if config.size_bytes > 64 << 30 {
-        return Err("--size: at most 64 GiB".to_string());
+        return Err(FileBenchError::SizeTooLarge);
     }
     if config.methods.is_empty() {
-        return Err("--methods: give at least one method, or all".to_string());
+        return Err(FileBenchError::NoMethods);
     }
     if config.methods.contains(&Method::Read) && config.block_sizes.is_empty() {
-        return Err("--block-sizes: give at least one block size".to_string());
+        return Err(FileBenchError::NoBlockSizes);
     }
     if let Some(&b) = config.block_sizes.iter().find(|&&b| b > 256 << 20) {
-        return Err(format!(
-            "--block-sizes: {} is more than the 256 MiB this benchmark reads at once",
-            super::format_size(b)
-        ));
+        return Err(FileBenchError::BlockTooLarge(b));
     }
     if config.drop_caches && sandglass_sys::process::euid() != 0 {
-        return Err("--drop-caches needs root (it writes /proc/sys/vm/drop_caches); without it every cold pass drops the file's own pages with posix_fadvise(DONTNEED)".to_string());
+        return Err(FileBenchError::DropCachesNeedsRoot);
     }
     Ok(())
 }
@@ -730,10 +776,10 @@ pub fn run(
     ctx: &RunContext,
     obs: &mut dyn Observer,
 ) -> Result<FileResult, RunError> {
-    validate(config).map_err(RunError::Usage)?;
+    validate(config).map_err(super::usage)?;
     let allowed = crate::system::allowed_cpus();
-    let cpu = super::choose_cpu(&allowed, config.cpu).map_err(RunError::Usage)?;
-    let tmp = temp_dir(&config.dir).map_err(RunError::Usage)?;
+    let cpu = super::choose_cpu(&allowed, config.cpu).map_err(super::usage)?;
+    let tmp = temp_dir(&config.dir).map_err(super::usage)?;
     let canonical = std::fs::canonicalize(&tmp.0).unwrap_or_else(|_| tmp.0.clone());
     let fs = std::fs::read_to_string("/proc/self/mountinfo")
         .ok()
@@ -763,7 +809,7 @@ pub fn run(
     let path = tmp.0.join("data");
     let stop = AtomicBool::new(false);
     let privileged = super::privileged();
-    let body = || -> Result<Passes, String> {
+    let body = || -> Result<Passes, FileBenchError> {
         let reader = setup_thread(cpu, &Policy::Other { nice: 0 }, privileged)?;
         let expected = create_file(&path, config.size_bytes, &stop)?;
         let ft_stop = AtomicBool::new(false);
@@ -822,7 +868,7 @@ pub fn run(
     };
     let (passes, reader, freetime) = match measured {
         Ok(v) => v,
-        Err(e) => return Err(session.fail(e)),
+        Err(e) => return Err(session.fail(e.to_string())),
     };
     if !removed {
         warnings.push(Warning::new(
@@ -957,14 +1003,21 @@ mod tests {
     fn unwritable_directories_are_refused_and_nothing_is_left() {
         let e = temp_dir(Path::new("/proc"))
             .err()
-            .expect("cannot create in /proc");
+            .expect("cannot create in /proc")
+            .to_string();
         assert!(e.contains("--dir /proc"), "{e}");
         let t = tempfile::tempdir().expect("tempdir");
         let file = t.path().join("plain");
         std::fs::write(&file, b"x").expect("write");
-        let e = temp_dir(&file).err().expect("a file is not a directory");
+        let e = temp_dir(&file)
+            .err()
+            .expect("a file is not a directory")
+            .to_string();
         assert!(e.contains("not a directory"), "{e}");
-        let e = temp_dir(&t.path().join("missing")).err().expect("missing");
+        let e = temp_dir(&t.path().join("missing"))
+            .err()
+            .expect("missing")
+            .to_string();
         assert!(e.contains("not a directory"), "{e}");
         let left: Vec<_> = std::fs::read_dir(t.path()).expect("list").collect();
         assert_eq!(left.len(), 1, "only the plain file remains");
@@ -1008,5 +1061,72 @@ mod tests {
         let reader =
             crate::store::RunReader::open(Path::new(&r.header.run_dir)).expect("finished run");
         assert!(reader.read("passes.csv").is_ok());
+    }
+
+    #[test]
+    fn refusals_and_failures_keep_their_wording() {
+        let dir = || PathBuf::from("/mnt/x");
+        let reason = || "EROFS (Read-only file system)".to_string();
+        let cases = [
+            (
+                FileBenchError::UnknownMethod("stdio".into()),
+                "--methods stdio: unknown method; use buffered, read, mmap, direct or all".to_string(),
+            ),
+            (FileBenchError::SizeTooSmall, "--size must be at least 4 KiB".into()),
+            (
+                FileBenchError::SizeNotPageMultiple(5000),
+                "--size 5000: give a multiple of 4 KiB (O_DIRECT reads whole blocks)".into(),
+            ),
+            (FileBenchError::SizeTooLarge, "--size: at most 64 GiB".into()),
+            (FileBenchError::NoMethods, "--methods: give at least one method, or all".into()),
+            (FileBenchError::NoBlockSizes, "--block-sizes: give at least one block size".into()),
+            (
+                FileBenchError::BlockTooLarge(1 << 30),
+                "--block-sizes: 1 GiB is more than the 256 MiB this benchmark reads at once".into(),
+            ),
+            (
+                FileBenchError::DropCachesNeedsRoot,
+                "--drop-caches needs root (it writes /proc/sys/vm/drop_caches); without it every cold pass drops the file's own pages with posix_fadvise(DONTNEED)".into(),
+            ),
+            (
+                FileBenchError::NotADirectory(dir()),
+                "--dir /mnt/x: not a directory; give a writable directory for the temporary files".into(),
+            ),
+            (
+                FileBenchError::CreateTempDir { dir: dir(), reason: reason() },
+                "--dir /mnt/x: cannot create a temporary directory there: EROFS (Read-only file system); give a writable directory with --dir".into(),
+            ),
+            (
+                FileBenchError::WriteTempDir { dir: dir(), reason: reason() },
+                "--dir /mnt/x: cannot write a file there: EROFS (Read-only file system); give a writable directory with --dir".into(),
+            ),
+            (
+                FileBenchError::CreateFile { path: dir(), reason: "r".into() },
+                "cannot create /mnt/x: r".into(),
+            ),
+            (
+                FileBenchError::WriteFile { path: dir(), reason: "r".into() },
+                "cannot write /mnt/x: r".into(),
+            ),
+            (
+                FileBenchError::SyncFile { path: dir(), reason: "r".into() },
+                "cannot write /mnt/x back to storage: r".into(),
+            ),
+            (FileBenchError::Stopped, "stopped while the file was being written".into()),
+            (FileBenchError::Io { call: "fsync", reason: "r".into() }, "fsync: r".into()),
+            (
+                FileBenchError::Sys { call: "mmap", errno: Errno::ENOMEM },
+                format!("mmap: {}", Errno::ENOMEM),
+            ),
+            (FileBenchError::OutsideMapping, "mmap: a range outside the mapping".into()),
+            (
+                FileBenchError::OpenDirect { reason: "r".into() },
+                "open with O_DIRECT: r (the filesystem does not support direct I/O)".into(),
+            ),
+            (FileBenchError::AlignDirect, "cannot align the O_DIRECT buffer".into()),
+        ];
+        for (e, want) in cases {
+            assert_eq!(e.to_string(), want);
+        }
     }
 }

@@ -32,7 +32,7 @@
 //! (a pipe's 64 KiB capacity, the caches).
 
 use super::{now, pattern, setup_thread, CpusSeen, Header, Placement, Session, ThreadSetup};
-use crate::analysis::fit::{fit_cost, CostFit, Point};
+use crate::analysis::fit::{fit_cost, CostFit, FitError, Point};
 use crate::policy::Policy;
 use crate::runner::{Observer, RunContext, RunError};
 use crate::stats::Summary;
@@ -48,6 +48,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use thiserror::Error;
 
 /// An IPC mechanism.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -85,22 +86,40 @@ impl Mechanism {
         }
     }
 
-    pub fn parse(text: &str) -> Result<Mechanism, String> {
+    pub fn parse(text: &str) -> Result<Mechanism, IpcError> {
         Mechanism::ALL
             .into_iter()
             .find(|m| m.name() == text.trim())
-            .ok_or_else(|| {
-                format!(
-                    "--mech {}: unknown mechanism; use {} or all",
-                    text.trim(),
-                    Mechanism::ALL.map(|m| m.name()).join(", ")
-                )
-            })
+            .ok_or_else(|| IpcError::UnknownMechanism(text.trim().to_string()))
     }
 }
 
+/// Why an IPC configuration was refused, named by its flag with the fix.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum IpcError {
+    #[error("--mech {0}: unknown mechanism; use {names} or all", names = Mechanism::ALL.map(|m| m.name()).join(", "))]
+    UnknownMechanism(String),
+    #[error("--mech: give at least one mechanism, or all")]
+    NoMechanisms,
+    #[error("--sizes: give at least one size")]
+    NoSizes,
+    #[error("--sizes: a message of 0 bytes carries nothing; give sizes of at least 1 byte")]
+    ZeroSize,
+    #[error("--sizes: {} is larger than the 64 MiB this benchmark sends at most", super::format_size(*.0))]
+    SizeTooLarge(u64),
+    #[error("--cell-time must be longer than zero")]
+    ZeroCellTime,
+    #[error("--max-samples must be at least 1")]
+    ZeroMaxSamples,
+    #[error("-P: SCHED_DEADLINE is not offered here; use f:PRIO, r:PRIO, o:NICE, b or i")]
+    Deadline,
+    /// `--placement` and `--cpus` ask for CPUs this process cannot use.
+    #[error(transparent)]
+    Cpus(#[from] super::BenchError),
+}
+
 /// Parses `all` or a comma-separated list of mechanisms (repeats are dropped).
-pub fn parse_mechanisms(text: &str) -> Result<Vec<Mechanism>, String> {
+pub fn parse_mechanisms(text: &str) -> Result<Vec<Mechanism>, IpcError> {
     if text.trim() == "all" {
         return Ok(Mechanism::ALL.to_vec());
     }
@@ -552,7 +571,7 @@ fn serve(mut end: End, n: usize, cpu: usize, policy: &Policy, privileged: bool) 
     match setup_thread(cpu, policy, privileged) {
         Ok(s) => out.setup = Some(s),
         Err(e) => {
-            out.error = Some(e);
+            out.error = Some(e.to_string());
             return out;
         }
     }
@@ -596,7 +615,7 @@ fn client(end: &mut End, a: &ClientArgs<'_>) -> ClientOutcome {
     match setup_thread(a.cpu, &a.config.policy, a.privileged) {
         Ok(s) => out.setup = Some(s),
         Err(e) => {
-            out.error = Some(e);
+            out.error = Some(e.to_string());
             return out;
         }
     }
@@ -764,7 +783,7 @@ fn cell(
 }
 
 /// Fits `t(N) = a + N/b` to the median one-way latency of each size that has one.
-pub fn fit_model(cells: &[IpcCell]) -> (Vec<Point>, Result<CostFit, String>) {
+pub fn fit_model(cells: &[IpcCell]) -> (Vec<Point>, Result<CostFit, FitError>) {
     let points: Vec<Point> = cells
         .iter()
         .filter_map(|c| {
@@ -774,48 +793,43 @@ pub fn fit_model(cells: &[IpcCell]) -> (Vec<Point>, Result<CostFit, String>) {
             })
         })
         .collect();
-    let fit = fit_cost(&points).map_err(|e| e.to_string());
+    let fit = fit_cost(&points);
     (points, fit)
 }
 
 /// Checks the configuration; the error names the flag.
-pub fn validate(config: &IpcConfig) -> Result<(), String> {
+pub fn validate(config: &IpcConfig) -> Result<(), IpcError> {
     if config.mechanisms.is_empty() {
-        return Err("--mech: give at least one mechanism, or all".to_string());
+        return Err(IpcError::NoMechanisms);
     }
     if config.sizes.is_empty() {
-        return Err("--sizes: give at least one size".to_string());
+        return Err(IpcError::NoSizes);
     }
     if config.sizes.contains(&0) {
-        return Err(
-            "--sizes: a message of 0 bytes carries nothing; give sizes of at least 1 byte"
-                .to_string(),
-        );
+        return Err(IpcError::ZeroSize);
     }
     if let Some(&big) = config.sizes.iter().find(|&&s| s > 64 << 20) {
-        return Err(format!(
-            "--sizes: {} is larger than the 64 MiB this benchmark sends at most",
-            super::format_size(big)
-        ));
+        return Err(IpcError::SizeTooLarge(big));
     }
     if config.cell_time_ns.0 == 0 {
-        return Err("--cell-time must be longer than zero".to_string());
+        return Err(IpcError::ZeroCellTime);
     }
     if config.max_samples == 0 {
-        return Err("--max-samples must be at least 1".to_string());
+        return Err(IpcError::ZeroMaxSamples);
     }
     if config.policy.is_deadline() {
-        return Err(
-            "-P: SCHED_DEADLINE is not offered here; use f:PRIO, r:PRIO, o:NICE, b or i"
-                .to_string(),
-        );
+        return Err(IpcError::Deadline);
     }
     Ok(())
 }
 
 /// Resolves the CPUs of the client and the server, refusing impossible placements.
-pub fn resolve_cpus(config: &IpcConfig, allowed: &[usize]) -> Result<(usize, usize), String> {
-    super::choose_cpus(config.placement, allowed, config.cpus.as_deref())
+pub fn resolve_cpus(config: &IpcConfig, allowed: &[usize]) -> Result<(usize, usize), IpcError> {
+    Ok(super::choose_cpus(
+        config.placement,
+        allowed,
+        config.cpus.as_deref(),
+    )?)
 }
 
 /// Runs the IPC benchmark and writes its run directory.
@@ -824,9 +838,9 @@ pub fn run(
     ctx: &RunContext,
     obs: &mut dyn Observer,
 ) -> Result<IpcResult, RunError> {
-    validate(config).map_err(RunError::Usage)?;
+    validate(config).map_err(super::usage)?;
     let allowed = crate::system::allowed_cpus();
-    let cpus = resolve_cpus(config, &allowed).map_err(RunError::Usage)?;
+    let cpus = resolve_cpus(config, &allowed).map_err(super::usage)?;
     let smt = (cpus.0 != cpus.1)
         .then(|| crate::system::smt_siblings(cpus.0).map(|l| l.contains(cpus.1)))
         .flatten();
@@ -888,7 +902,7 @@ pub fn run(
             mr.model_points = points;
             match fit {
                 Ok(f) => mr.model = Some(f),
-                Err(e) => mr.model_error = Some(e),
+                Err(e) => mr.model_error = Some(e.to_string()),
             }
             out.push((mr, raw));
         }
@@ -989,7 +1003,7 @@ mod tests {
             parse_mechanisms("pipe,tcp,pipe"),
             Ok(vec![Mechanism::Pipe, Mechanism::Tcp])
         );
-        let e = parse_mechanisms("bogus").expect_err("unknown");
+        let e = parse_mechanisms("bogus").expect_err("unknown").to_string();
         assert!(e.contains("--mech bogus: unknown mechanism"), "{e}");
         assert!(e.contains("shm-eventfd"), "{e}");
         for m in Mechanism::ALL {
@@ -1076,7 +1090,10 @@ mod tests {
         assert_eq!(f.bytes_per_s, Some(1e9 / 3.0));
         assert!(f.residuals_ns.iter().all(|&r| r == 0.0));
         let (_, one) = fit_model(&cells[..1]);
-        assert!(one.expect_err("one size").contains("at least 2 points"));
+        assert!(one
+            .expect_err("one size")
+            .to_string()
+            .contains("at least 2 points"));
     }
 
     fn quick(m: &[Mechanism], placement: Placement) -> IpcConfig {
@@ -1166,7 +1183,10 @@ mod tests {
             sizes: vec![1, 0],
             ..IpcConfig::default()
         };
-        assert!(validate(&zero).expect_err("zero").contains("0 bytes"));
+        assert!(validate(&zero)
+            .expect_err("zero")
+            .to_string()
+            .contains("0 bytes"));
         let none = IpcConfig {
             mechanisms: vec![],
             ..IpcConfig::default()
@@ -1176,7 +1196,40 @@ mod tests {
             placement: Placement::CrossCpu,
             ..IpcConfig::default()
         };
-        let e = resolve_cpus(&cross, &[0]).expect_err("one CPU");
+        let e = resolve_cpus(&cross, &[0]).expect_err("one CPU").to_string();
         assert!(e.contains("needs two CPUs"), "{e}");
+    }
+
+    #[test]
+    fn refusals_keep_their_wording() {
+        let cases = [
+            (
+                IpcError::UnknownMechanism("bogus".into()),
+                "--mech bogus: unknown mechanism; use pipe, unix-stream, unix-dgram, tcp, mq, shm-futex, shm-eventfd or all",
+            ),
+            (IpcError::NoMechanisms, "--mech: give at least one mechanism, or all"),
+            (IpcError::NoSizes, "--sizes: give at least one size"),
+            (
+                IpcError::ZeroSize,
+                "--sizes: a message of 0 bytes carries nothing; give sizes of at least 1 byte",
+            ),
+            (
+                IpcError::SizeTooLarge(128 << 20),
+                "--sizes: 128 MiB is larger than the 64 MiB this benchmark sends at most",
+            ),
+            (IpcError::ZeroCellTime, "--cell-time must be longer than zero"),
+            (IpcError::ZeroMaxSamples, "--max-samples must be at least 1"),
+            (
+                IpcError::Deadline,
+                "-P: SCHED_DEADLINE is not offered here; use f:PRIO, r:PRIO, o:NICE, b or i",
+            ),
+            (
+                IpcError::Cpus(super::super::BenchError::NoCpusGiven),
+                "--cpus: give one or two CPUs",
+            ),
+        ];
+        for (e, want) in cases {
+            assert_eq!(e.to_string(), want);
+        }
     }
 }

@@ -46,6 +46,7 @@ use crate::store::{self, FileEntry, Manifest, RunDir, RunState};
 use crate::warning::{Warning, WarningKind};
 use sandglass_sys::sched::{self, Tid};
 use sandglass_sys::signal;
+use sandglass_sys::Errno;
 use serde::{Deserialize, Serialize};
 use std::io::Write as _;
 use std::path::Path;
@@ -116,6 +117,41 @@ pub fn format_size(bytes: u64) -> String {
     format!("{bytes} B")
 }
 
+/// Why the CPUs or the scheduling of a benchmark's threads were refused. Every message names
+/// the flag or the system call and says what to change.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum BenchError {
+    #[error("--placement {0}: use same-cpu (both sides on one CPU) or cross-cpu (one CPU each)")]
+    UnknownPlacement(String),
+    #[error("--cpus: give one or two CPUs")]
+    NoCpusGiven,
+    #[error("--cpus: this process may not use CPU {cpu} (allowed: {})", list(.allowed))]
+    CpusNotAllowed { cpu: usize, allowed: Vec<usize> },
+    #[error("--placement same-cpu runs both sides on one CPU: give one CPU with --cpus")]
+    SameCpuNeedsOne,
+    #[error("--placement cross-cpu needs two different CPUs: give them as --cpus A,B")]
+    CrossCpuNeedsTwoDifferent,
+    #[error("--placement cross-cpu needs two CPUs, but this process may use only CPU {0}: use --placement same-cpu, or run where more CPUs are allowed")]
+    CrossCpuOnlyOne(usize),
+    #[error("--cpu {cpu}: this process may not use CPU {cpu} (allowed: {})", list(.allowed))]
+    CpuNotAllowed { cpu: usize, allowed: Vec<usize> },
+    #[error("this process may use no CPU at all")]
+    NoCpu,
+    #[error("cannot pin a thread to CPU {cpu}: {errno}")]
+    Pin { cpu: usize, errno: Errno },
+    #[error("{}: SCHED_DEADLINE admission control refused the bandwidth", .policy.describe())]
+    Admission { policy: Policy },
+    /// The kernel refused the policy's parameters; the message is [`os::apply_policy`]'s.
+    #[error("{0}")]
+    PolicyRefused(String),
+}
+
+/// A configuration or CPU choice refused before anything was measured, as the runner's usage
+/// error (exit code 2).
+pub(crate) fn usage(e: impl std::fmt::Display) -> RunError {
+    RunError::Usage(e.to_string())
+}
+
 /// Where the two sides of a measurement run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -129,13 +165,11 @@ pub enum Placement {
 }
 
 impl Placement {
-    pub fn parse(text: &str) -> Result<Placement, String> {
+    pub fn parse(text: &str) -> Result<Placement, BenchError> {
         match text {
             "same-cpu" => Ok(Placement::SameCpu),
             "cross-cpu" => Ok(Placement::CrossCpu),
-            other => Err(format!(
-                "--placement {other}: use same-cpu (both sides on one CPU) or cross-cpu (one CPU each)"
-            )),
+            other => Err(BenchError::UnknownPlacement(other.to_string())),
         }
     }
 
@@ -156,54 +190,42 @@ pub fn choose_cpus(
     placement: Placement,
     allowed: &[usize],
     requested: Option<&[usize]>,
-) -> Result<(usize, usize), String> {
-    let check = |c: usize| {
-        if allowed.contains(&c) {
-            Ok(c)
+) -> Result<(usize, usize), BenchError> {
+    let check = |cpu: usize| {
+        if allowed.contains(&cpu) {
+            Ok(cpu)
         } else {
-            Err(format!(
-                "--cpus: this process may not use CPU {c} (allowed: {})",
-                list(allowed)
-            ))
+            Err(BenchError::CpusNotAllowed {
+                cpu,
+                allowed: allowed.to_vec(),
+            })
         }
     };
     match (placement, requested) {
-        (_, Some([])) => Err("--cpus: give one or two CPUs".to_string()),
+        (_, Some([])) => Err(BenchError::NoCpusGiven),
         (Placement::SameCpu, Some([c])) => check(*c).map(|c| (c, c)),
         (Placement::SameCpu, Some([a, b])) if a == b => check(*a).map(|c| (c, c)),
-        (Placement::SameCpu, Some(_)) => Err(
-            "--placement same-cpu runs both sides on one CPU: give one CPU with --cpus".to_string(),
-        ),
+        (Placement::SameCpu, Some(_)) => Err(BenchError::SameCpuNeedsOne),
         (Placement::CrossCpu, Some([a, b])) if a != b => Ok((check(*a)?, check(*b)?)),
-        (Placement::CrossCpu, Some(_)) => Err(
-            "--placement cross-cpu needs two different CPUs: give them as --cpus A,B".to_string(),
-        ),
-        (Placement::SameCpu, None) => allowed
-            .last()
-            .map(|&c| (c, c))
-            .ok_or_else(|| "this process may use no CPU at all".to_string()),
+        (Placement::CrossCpu, Some(_)) => Err(BenchError::CrossCpuNeedsTwoDifferent),
+        (Placement::SameCpu, None) => allowed.last().map(|&c| (c, c)).ok_or(BenchError::NoCpu),
         (Placement::CrossCpu, None) => match allowed {
             [.., a, b] => Ok((*a, *b)),
-            [only] => Err(format!(
-                "--placement cross-cpu needs two CPUs, but this process may use only CPU {only}: use --placement same-cpu, or run where more CPUs are allowed"
-            )),
-            [] => Err("this process may use no CPU at all".to_string()),
+            [only] => Err(BenchError::CrossCpuOnlyOne(*only)),
+            [] => Err(BenchError::NoCpu),
         },
     }
 }
 
 /// Chooses one CPU: `requested` if allowed, otherwise the highest allowed CPU.
-pub fn choose_cpu(allowed: &[usize], requested: Option<usize>) -> Result<usize, String> {
+pub fn choose_cpu(allowed: &[usize], requested: Option<usize>) -> Result<usize, BenchError> {
     match requested {
         Some(c) if allowed.contains(&c) => Ok(c),
-        Some(c) => Err(format!(
-            "--cpu {c}: this process may not use CPU {c} (allowed: {})",
-            list(allowed)
-        )),
-        None => allowed
-            .last()
-            .copied()
-            .ok_or_else(|| "this process may use no CPU at all".to_string()),
+        Some(cpu) => Err(BenchError::CpuNotAllowed {
+            cpu,
+            allowed: allowed.to_vec(),
+        }),
+        None => allowed.last().copied().ok_or(BenchError::NoCpu),
     }
 }
 
@@ -304,18 +326,16 @@ pub struct ThreadSetup {
 
 /// Pins the calling thread to `cpu` and applies `policy` (falling back to SCHED_OTHER with a
 /// message when a privilege is missing). An error means the thread must not measure.
-pub fn setup_thread(cpu: usize, policy: &Policy, privileged: bool) -> Result<ThreadSetup, String> {
-    sched::set_affinity(Tid::SELF, &[cpu])
-        .map_err(|e| format!("cannot pin a thread to CPU {cpu}: {e}"))?;
+pub fn setup_thread(
+    cpu: usize,
+    policy: &Policy,
+    privileged: bool,
+) -> Result<ThreadSetup, BenchError> {
+    sched::set_affinity(Tid::SELF, &[cpu]).map_err(|errno| BenchError::Pin { cpu, errno })?;
     let applied: AppliedPolicy = match os::apply_policy(policy, privileged) {
         Ok(a) => a,
-        Err(PolicyFailure::Admission) => {
-            return Err(format!(
-                "{}: SCHED_DEADLINE admission control refused the bandwidth",
-                policy.describe()
-            ))
-        }
-        Err(PolicyFailure::Refused(m)) => return Err(m),
+        Err(PolicyFailure::Admission) => return Err(BenchError::Admission { policy: *policy }),
+        Err(PolicyFailure::Refused(m)) => return Err(BenchError::PolicyRefused(m)),
     };
     os::prefault_stack();
     Ok(ThreadSetup {
@@ -637,7 +657,9 @@ mod tests {
         assert_eq!(choose_cpus(SameCpu, &[0, 1, 2, 3], None), Ok((3, 3)));
         assert_eq!(choose_cpus(CrossCpu, &[0, 1, 2, 3], None), Ok((2, 3)));
         assert_eq!(choose_cpus(SameCpu, &[0], None), Ok((0, 0)));
-        let e = choose_cpus(CrossCpu, &[0], None).expect_err("one CPU");
+        let e = choose_cpus(CrossCpu, &[0], None)
+            .expect_err("one CPU")
+            .to_string();
         assert!(e.contains("--placement cross-cpu needs two CPUs"), "{e}");
         assert!(e.contains("only CPU 0"), "{e}");
         assert_eq!(choose_cpus(CrossCpu, &[0, 1], Some(&[1, 0])), Ok((1, 0)));
@@ -645,6 +667,7 @@ mod tests {
         assert!(choose_cpus(CrossCpu, &[0, 1], Some(&[1])).is_err());
         assert!(choose_cpus(CrossCpu, &[0, 1], Some(&[0, 5]))
             .expect_err("not allowed")
+            .to_string()
             .contains("CPU 5"));
         assert_eq!(choose_cpus(SameCpu, &[0, 1], Some(&[0])), Ok((0, 0)));
         assert!(choose_cpus(SameCpu, &[0, 1], Some(&[0, 1])).is_err());
@@ -684,5 +707,53 @@ mod tests {
         assert_eq!(v, 42);
         assert_eq!(ended.state, RunState::Completed);
         assert!(!stop.load(Ordering::SeqCst));
+    }
+
+    /// The wording users and scripts rely on, one case per refusal.
+    #[test]
+    fn cpu_and_placement_messages_keep_their_wording() {
+        let deadline = Policy::parse("d:1ms:10ms").expect("deadline policy");
+        let cases = [
+            (
+                BenchError::UnknownPlacement("numa".into()),
+                "--placement numa: use same-cpu (both sides on one CPU) or cross-cpu (one CPU each)".to_string(),
+            ),
+            (BenchError::NoCpusGiven, "--cpus: give one or two CPUs".into()),
+            (
+                BenchError::CpusNotAllowed { cpu: 5, allowed: vec![0, 1, 3] },
+                "--cpus: this process may not use CPU 5 (allowed: 0-1,3)".into(),
+            ),
+            (
+                BenchError::SameCpuNeedsOne,
+                "--placement same-cpu runs both sides on one CPU: give one CPU with --cpus".into(),
+            ),
+            (
+                BenchError::CrossCpuNeedsTwoDifferent,
+                "--placement cross-cpu needs two different CPUs: give them as --cpus A,B".into(),
+            ),
+            (
+                BenchError::CrossCpuOnlyOne(0),
+                "--placement cross-cpu needs two CPUs, but this process may use only CPU 0: use --placement same-cpu, or run where more CPUs are allowed".into(),
+            ),
+            (
+                BenchError::CpuNotAllowed { cpu: 7, allowed: vec![] },
+                "--cpu 7: this process may not use CPU 7 (allowed: none)".into(),
+            ),
+            (BenchError::NoCpu, "this process may use no CPU at all".into()),
+            (
+                BenchError::Pin { cpu: 3, errno: Errno::EINVAL },
+                format!("cannot pin a thread to CPU 3: {}", Errno::EINVAL),
+            ),
+            (
+                BenchError::Admission { policy: deadline },
+                format!(
+                    "{}: SCHED_DEADLINE admission control refused the bandwidth",
+                    deadline.describe()
+                ),
+            ),
+        ];
+        for (e, want) in cases {
+            assert_eq!(e.to_string(), want);
+        }
     }
 }

@@ -35,9 +35,11 @@ use crate::units::Nanos;
 use crate::warning::{Warning, WarningKind};
 use sandglass_sys::clock::{sleep_for, sleep_until, ClockId};
 use sandglass_sys::timer::{PosixTimer, TimerFd};
+use sandglass_sys::Errno;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
+use thiserror::Error;
 
 /// The timer kinds this benchmark measures, in order.
 pub const KINDS: [TimerKind; 4] = [
@@ -211,6 +213,38 @@ fn schedule(config: &TimerOverheadConfig, t0: u64) -> Vec<Slot> {
     out
 }
 
+/// Why a two-rate configuration was refused (named by its flag, with the fix) or a timer could
+/// not be set up or waited on (named by its system call).
+#[derive(Clone, Debug, PartialEq, Error)]
+pub enum TimerOverheadError {
+    #[error("--rates: {0} Hz is outside 1 Hz to 50 kHz")]
+    RateOutOfRange(f64),
+    #[error("--rates: give two different rates, such as 100,10000")]
+    SameRates,
+    #[error("--timers: give at least one of hr, timerfd, posix, native")]
+    NoTimers,
+    #[error("--timers: {} is not measured here; use hr, timerfd, posix or native", .0.name().to_ascii_lowercase())]
+    TimerNotOffered(TimerKind),
+    #[error("--phase must be at least 10ms")]
+    PhaseTooShort,
+    #[error("--repeat must be at least 1")]
+    ZeroRepeat,
+    #[error("--priority {0}: a SCHED_FIFO priority is 1 to 99")]
+    Priority(u32),
+    #[error("--working-set: at most 64 MiB")]
+    WorkingSetTooLarge,
+    #[error("timerfd_create failed: {0}")]
+    TimerfdCreate(Errno),
+    #[error("cannot block the timer signal: {0}")]
+    BlockSignal(Errno),
+    #[error("timer_create failed: {0}")]
+    TimerCreate(Errno),
+    #[error("the {0} timer is not measured here")]
+    NotMeasured(TimerKind),
+    #[error("waiting on the timer failed: {0}")]
+    Wait(Errno),
+}
+
 enum Waker {
     Hr,
     Native,
@@ -219,28 +253,27 @@ enum Waker {
 }
 
 impl Waker {
-    fn new(kind: TimerKind) -> Result<Waker, String> {
+    fn new(kind: TimerKind) -> Result<Waker, TimerOverheadError> {
         Ok(match kind {
             TimerKind::Hr => Waker::Hr,
             TimerKind::Native => Waker::Native,
             TimerKind::Timerfd => {
-                Waker::Fd(TimerFd::new().map_err(|e| format!("timerfd_create failed: {e}"))?)
+                Waker::Fd(TimerFd::new().map_err(TimerOverheadError::TimerfdCreate)?)
             }
             TimerKind::Posix => {
                 let signo = sandglass_sys::signal::timer_signal();
-                sandglass_sys::signal::block(&[signo])
-                    .map_err(|e| format!("cannot block the timer signal: {e}"))?;
+                sandglass_sys::signal::block(&[signo]).map_err(TimerOverheadError::BlockSignal)?;
                 Waker::Posix(
                     PosixTimer::new_for_thread(sandglass_sys::sched::gettid(), signo)
-                        .map_err(|e| format!("timer_create failed: {e}"))?,
+                        .map_err(TimerOverheadError::TimerCreate)?,
                 )
             }
-            other => return Err(format!("the {other} timer is not measured here")),
+            other => return Err(TimerOverheadError::NotMeasured(other)),
         })
     }
 
     /// Sleeps until CLOCK_MONOTONIC reaches `at`.
-    fn wait_until(&self, at: u64) -> Result<(), String> {
+    fn wait_until(&self, at: u64) -> Result<(), TimerOverheadError> {
         loop {
             let r = match self {
                 Waker::Hr => sleep_until(ClockId::Monotonic, at),
@@ -258,7 +291,7 @@ impl Waker {
                 Ok(()) if now() >= at => return Ok(()),
                 Ok(()) => continue,
                 Err(e) if e == sandglass_sys::Errno::EINTR => continue,
-                Err(e) => return Err(format!("waiting on the timer failed: {e}")),
+                Err(e) => return Err(TimerOverheadError::Wait(e)),
             }
         }
     }
@@ -288,14 +321,14 @@ fn timer_thread(
     match setup_thread(cpu, policy, privileged) {
         Ok(s) => out.setup = Some(s),
         Err(e) => {
-            out.error = Some(e);
+            out.error = Some(e.to_string());
             return out;
         }
     }
     let waker = match Waker::new(kind) {
         Ok(w) => w,
         Err(e) => {
-            out.error = Some(e);
+            out.error = Some(e.to_string());
             return out;
         }
     };
@@ -305,7 +338,7 @@ fn timer_thread(
         let mut n = 0u64;
         while next < end && !stop.load(Ordering::Relaxed) {
             if let Err(e) = waker.wait_until(next) {
-                out.error = Some(e);
+                out.error = Some(e.to_string());
                 return out;
             }
             n += 1;
@@ -348,7 +381,7 @@ fn loop_thread(
     match setup_thread(cpu, policy, privileged) {
         Ok(s) => out.setup = Some(s),
         Err(e) => {
-            out.error = Some(e);
+            out.error = Some(e.to_string());
             return out;
         }
     }
@@ -455,39 +488,33 @@ fn measure_kind(
 }
 
 /// Checks the configuration; the error names the flag.
-pub fn validate(config: &TimerOverheadConfig) -> Result<(), String> {
+pub fn validate(config: &TimerOverheadConfig) -> Result<(), TimerOverheadError> {
     let [f1, f2] = config.rates_hz;
     for f in [f1, f2] {
         if !(f.is_finite() && (1.0..=50_000.0).contains(&f)) {
-            return Err(format!("--rates: {f} Hz is outside 1 Hz to 50 kHz"));
+            return Err(TimerOverheadError::RateOutOfRange(f));
         }
     }
     if f1 == f2 {
-        return Err("--rates: give two different rates, such as 100,10000".to_string());
+        return Err(TimerOverheadError::SameRates);
     }
     if config.timers.is_empty() {
-        return Err("--timers: give at least one of hr, timerfd, posix, native".to_string());
+        return Err(TimerOverheadError::NoTimers);
     }
-    if let Some(t) = config.timers.iter().find(|t| !KINDS.contains(t)) {
-        return Err(format!(
-            "--timers: {} is not measured here; use hr, timerfd, posix or native",
-            t.name().to_ascii_lowercase()
-        ));
+    if let Some(&t) = config.timers.iter().find(|t| !KINDS.contains(t)) {
+        return Err(TimerOverheadError::TimerNotOffered(t));
     }
     if config.phase_ns.0 < 10_000_000 {
-        return Err("--phase must be at least 10ms".to_string());
+        return Err(TimerOverheadError::PhaseTooShort);
     }
     if config.repeat == 0 {
-        return Err("--repeat must be at least 1".to_string());
+        return Err(TimerOverheadError::ZeroRepeat);
     }
     if !(1..=99).contains(&config.priority) {
-        return Err(format!(
-            "--priority {}: a SCHED_FIFO priority is 1 to 99",
-            config.priority
-        ));
+        return Err(TimerOverheadError::Priority(config.priority));
     }
     if config.working_set_bytes > 64 << 20 {
-        return Err("--working-set: at most 64 MiB".to_string());
+        return Err(TimerOverheadError::WorkingSetTooLarge);
     }
     Ok(())
 }
@@ -498,9 +525,9 @@ pub fn run(
     ctx: &RunContext,
     obs: &mut dyn Observer,
 ) -> Result<TimerOverheadResult, RunError> {
-    validate(config).map_err(RunError::Usage)?;
+    validate(config).map_err(super::usage)?;
     let allowed = crate::system::allowed_cpus();
-    let cpu = super::choose_cpu(&allowed, config.cpu).map_err(RunError::Usage)?;
+    let cpu = super::choose_cpu(&allowed, config.cpu).map_err(super::usage)?;
     let session = Session::open(
         "bench-timer-overhead",
         config.output_dir.as_deref(),
@@ -660,7 +687,10 @@ mod tests {
             rates_hz: [100.0, 100.0],
             ..TimerOverheadConfig::default()
         };
-        assert!(validate(&same).expect_err("same").contains("two different"));
+        assert!(validate(&same)
+            .expect_err("same")
+            .to_string()
+            .contains("two different"));
         let busy = TimerOverheadConfig {
             timers: vec![TimerKind::Busy],
             ..TimerOverheadConfig::default()
@@ -710,6 +740,67 @@ mod tests {
             // 2000 Hz over 20 ms is 39 releases after the first period.
             assert!(k.phases[1].wakeups > k.phases[0].wakeups);
             assert_eq!(k.analysis.medians.len(), 2);
+        }
+    }
+
+    #[test]
+    fn refusals_and_failures_keep_their_wording() {
+        let cases = [
+            (
+                TimerOverheadError::RateOutOfRange(0.5),
+                "--rates: 0.5 Hz is outside 1 Hz to 50 kHz".to_string(),
+            ),
+            (
+                TimerOverheadError::SameRates,
+                "--rates: give two different rates, such as 100,10000".into(),
+            ),
+            (
+                TimerOverheadError::NoTimers,
+                "--timers: give at least one of hr, timerfd, posix, native".into(),
+            ),
+            (
+                TimerOverheadError::TimerNotOffered(TimerKind::Busy),
+                "--timers: busy is not measured here; use hr, timerfd, posix or native".into(),
+            ),
+            (
+                TimerOverheadError::PhaseTooShort,
+                "--phase must be at least 10ms".into(),
+            ),
+            (
+                TimerOverheadError::ZeroRepeat,
+                "--repeat must be at least 1".into(),
+            ),
+            (
+                TimerOverheadError::Priority(0),
+                "--priority 0: a SCHED_FIFO priority is 1 to 99".into(),
+            ),
+            (
+                TimerOverheadError::WorkingSetTooLarge,
+                "--working-set: at most 64 MiB".into(),
+            ),
+            (
+                TimerOverheadError::TimerfdCreate(Errno::ENOMEM),
+                format!("timerfd_create failed: {}", Errno::ENOMEM),
+            ),
+            (
+                TimerOverheadError::BlockSignal(Errno::EINVAL),
+                format!("cannot block the timer signal: {}", Errno::EINVAL),
+            ),
+            (
+                TimerOverheadError::TimerCreate(Errno::EAGAIN),
+                format!("timer_create failed: {}", Errno::EAGAIN),
+            ),
+            (
+                TimerOverheadError::NotMeasured(TimerKind::Busy),
+                format!("the {} timer is not measured here", TimerKind::Busy),
+            ),
+            (
+                TimerOverheadError::Wait(Errno::EINVAL),
+                format!("waiting on the timer failed: {}", Errno::EINVAL),
+            ),
+        ];
+        for (e, want) in cases {
+            assert_eq!(e.to_string(), want);
         }
     }
 }

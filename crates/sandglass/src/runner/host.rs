@@ -59,7 +59,7 @@ pub struct ThreadSetup {
     /// The policy applied (read back), or why it could not be.
     pub policy: Result<AppliedPolicy, PolicyFailure>,
     /// Its timer, or why it could not be created.
-    pub timer: Result<OsTimer, String>,
+    pub timer: Result<OsTimer, os::TimerError>,
     /// A problem that does not stop the thread by itself (it could not be pinned).
     pub problem: Option<String>,
     pub timer_slack_ns: Option<u64>,
@@ -100,7 +100,7 @@ pub trait Host: Clone + Send + Sync + 'static {
     fn hold_pm_qos(&self, us: u32) -> Result<(), HostError>;
     fn release_pm_qos(&self);
     /// Locks the process's memory.
-    fn lock_memory(&self, privileges: &Privileges) -> Result<(), String>;
+    fn lock_memory(&self, privileges: &Privileges) -> Result<(), os::MemoryLockError>;
     /// The calling thread's CPU affinity and scheduling.
     fn main_thread(&self) -> MainThread;
     /// Pins the calling thread to `cpu` and, with `fifo`, raises it to SCHED_FIFO 99.
@@ -232,7 +232,7 @@ impl Host for RealHost {
         }
     }
 
-    fn lock_memory(&self, privileges: &Privileges) -> Result<(), String> {
+    fn lock_memory(&self, privileges: &Privileges) -> Result<(), os::MemoryLockError> {
         os::lock_memory(privileges)
     }
 
@@ -311,7 +311,7 @@ impl Host for RealHost {
         opts: &TraceOptions,
     ) -> Result<Box<dyn Tracing>, TraceError> {
         let mut s = Session::create(cpus, opts)?;
-        s.start().map_err(TraceError::Failed)?;
+        s.start()?;
         Ok(Box::new(RealTracing(s)))
     }
 }

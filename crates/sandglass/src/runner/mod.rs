@@ -305,10 +305,21 @@ impl Measured {
 
     /// Writes the final manifest, listing `files` and `warnings`.
     pub fn finish(&self, files: Vec<FileEntry>, warnings: &[Warning]) -> Result<(), StoreError> {
+        self.finish_as(self.state, &self.end_detail, files, warnings)
+    }
+
+    /// Writes the final manifest with state `state` and `detail`.
+    pub fn finish_as(
+        &self,
+        state: RunState,
+        detail: &str,
+        files: Vec<FileEntry>,
+        warnings: &[Warning],
+    ) -> Result<(), StoreError> {
         let mut manifest = self.manifest.clone();
-        manifest.state = self.state;
+        manifest.state = state;
         manifest.ended_at = Some(store::now_rfc3339());
-        manifest.end_detail = Some(self.end_detail.clone());
+        manifest.end_detail = Some(detail.to_string());
         manifest.clock = self.clock_json();
         manifest.warnings = warnings.to_vec();
         manifest.files = files;
@@ -399,7 +410,7 @@ fn prepare<'a, H: Host>(
     let allowed = host.allowed_cpus();
     let placement = plan::place(plan, &allowed).map_err(|e| RunError::Usage(e.to_string()))?;
     if plan.threads.iter().any(|t| t.timer == TimerKind::Rtc) && os::rtc_path().is_none() {
-        return Err(RunError::Usage(os::rtc_missing_message()));
+        return Err(RunError::Usage(os::TimerError::NoRtc.to_string()));
     }
     let warnings = plan::pre_run_warnings(plan, &placement, &sys, &counter);
     for w in &warnings {
@@ -477,7 +488,12 @@ impl<'h, H: Host> Settings<'h, H> {
         }
         match host.lock_memory(&p.sys.privileges) {
             Ok(()) => s.memory_locked = true,
-            Err(msg) => warn(obs, &mut p.warnings, WarningKind::MemoryNotLocked, msg),
+            Err(e) => warn(
+                obs,
+                &mut p.warnings,
+                WarningKind::MemoryNotLocked,
+                e.to_string(),
+            ),
         }
         Ok(s)
     }
@@ -726,6 +742,8 @@ fn run<H: Host, C: Clock + Copy + Send + Sync + 'static, S: Sink>(
         &mut sink,
         obs,
     );
+    // The measuring is over: what is left to write may use the space held back.
+    p.dir.release_reserve();
     let mut collected = collect(host, &cal, threads, extras, obs, sup, &mut sink);
     collected.pm_qos_us = settings.pm_qos_us;
     collected.memory_locked = settings.memory_locked;

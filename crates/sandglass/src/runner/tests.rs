@@ -115,8 +115,11 @@ impl Host for Mock {
     fn release_pm_qos(&self) {
         self.note("pm_qos released");
     }
-    fn lock_memory(&self, _p: &crate::system::Privileges) -> Result<(), String> {
-        Err("memory not locked (the test's host)".into())
+    fn lock_memory(
+        &self,
+        _p: &crate::system::Privileges,
+    ) -> Result<(), crate::os::MemoryLockError> {
+        Err(crate::os::MemoryLockError::Limited { limit_bytes: 0 })
     }
     fn main_thread(&self) -> MainThread {
         MainThread::default()

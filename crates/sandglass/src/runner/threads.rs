@@ -230,7 +230,7 @@ fn worker<H: Host, C: Clock + Copy>(host: H, a: WorkerArgs<C>) -> ThreadReportPa
     );
     let mut problem = setup.problem;
     if let Err(e) = &setup.timer {
-        problem.get_or_insert_with(|| e.clone());
+        problem.get_or_insert_with(|| e.to_string());
     }
     let _ = a.tx.send(SetupReport {
         index: a.spec.index,

@@ -176,6 +176,37 @@ pub fn default_base() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(DEFAULT_BASE))
 }
 
+/// A file of [`RESERVE_BYTES`] that a new run directory holds from its start to the end of its
+/// measuring, so that a run that fills its disk can still close its tables and write its
+/// summary, its manifest and the catalog's row once the file is removed.
+pub const RESERVE_FILE: &str = ".reserve";
+
+/// The space held back for a run's last files: a summary, a manifest and a catalog update take
+/// far less.
+pub const RESERVE_BYTES: usize = 512 * 1024;
+
+/// Holds [`RESERVE_BYTES`] in `dir` (written, not sparse, so that the blocks are taken). On a
+/// disk that has not even that much free the run goes on without it.
+fn reserve(dir: &Path) {
+    let path = dir.join(RESERVE_FILE);
+    let written = std::fs::File::create(&path).and_then(|mut f| {
+        use std::io::Write;
+        let zeros = vec![0u8; 64 * 1024];
+        for _ in 0..RESERVE_BYTES / zeros.len() {
+            f.write_all(&zeros)?;
+        }
+        f.sync_all()
+    });
+    if written.is_err() {
+        let _ = std::fs::remove_file(&path);
+    }
+}
+
+/// Removes the reserve of the run directory `dir`, if it has one.
+pub fn release_reserve(dir: &Path) {
+    let _ = std::fs::remove_file(dir.join(RESERVE_FILE));
+}
+
 /// An open run directory, locked against other writers for as long as any clone of it lives.
 #[derive(Clone, Debug)]
 pub struct RunDir {
@@ -245,8 +276,10 @@ impl RunDir {
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_else(|| run_id(kind, 0));
+            let lock = lock_new(p)?;
+            reserve(p);
             return Ok(RunDir {
-                _lock: lock_new(p)?,
+                _lock: lock,
                 path: p.to_path_buf(),
                 id,
             });
@@ -257,11 +290,13 @@ impl RunDir {
             let path = base.join(&id);
             match std::fs::create_dir(&path) {
                 Ok(()) => {
+                    let lock = lock_new(&path)?;
+                    reserve(&path);
                     return Ok(RunDir {
-                        _lock: lock_new(&path)?,
+                        _lock: lock,
                         path,
                         id,
-                    })
+                    });
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
                 Err(source) => return Err(StoreError::Create { path, source }),
@@ -279,6 +314,12 @@ impl RunDir {
 
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// Frees the space held back for the run's last files ([`RESERVE_FILE`]): the measuring
+    /// is over, or the disk is full. Idempotent.
+    pub fn release_reserve(&self) {
+        release_reserve(&self.path);
     }
 
     /// Writes `data` to `name` atomically and returns its manifest entry.
@@ -299,8 +340,11 @@ impl RunDir {
         })
     }
 
-    /// Writes the manifest atomically.
+    /// Writes the manifest atomically; a manifest with a final state first frees the reserve.
     pub fn write_manifest(&self, m: &Manifest) -> Result<(), StoreError> {
+        if m.state != RunState::Running {
+            self.release_reserve();
+        }
         let mut text = serde_json::to_vec_pretty(m).map_err(|source| StoreError::Encode {
             what: "manifest.json".into(),
             source,
@@ -368,6 +412,7 @@ pub const TOTALS_DESCRIPTION: &str = "HdrHistogram interval log (V2 compressed, 
 /// partial Parquet segments after their last complete row group ([`table::recover`]) and lists
 /// every data file it streamed, with its size and SHA-256 as it is now.
 pub fn recover_run(dir: &Path) -> Result<Vec<FileEntry>, StoreError> {
+    release_reserve(dir);
     table::recover(dir)?;
     let kind = RunReader::open_any_state(dir)
         .map(|r| r.manifest.kind)
@@ -513,7 +558,7 @@ pub enum ReadError {
     )]
     Unfinished { run: PathBuf },
     #[error(
-        "{run}: the run is incomplete: its process ended before it finished (killed, crashed or the machine stopped), so it has no results to read"
+        "{run}: the run is incomplete: its process ended before it finished (killed, crashed or the machine stopped), so it has no summary; export the samples it kept with `sandglass report {run} --csv DIR`, or read its .parquet tables directly"
     )]
     Incomplete { run: PathBuf },
     #[error("{run}: the manifest lists no file {name}; this run has {available}")]
@@ -554,19 +599,33 @@ pub struct RunReader {
 }
 
 impl RunReader {
-    /// Opens the run directory at `path` and reads its manifest. A run whose manifest still
-    /// says `running` is refused ([`ReadError::Unfinished`]).
+    /// Opens the run directory at `path` and reads its manifest: a finished run, or an
+    /// incomplete one that still wrote its summary (its store failed, and the summary covers
+    /// what was kept). A run whose manifest still says `running` is refused
+    /// ([`ReadError::Unfinished`]), and so is an incomplete run without a summary
+    /// ([`ReadError::Incomplete`]: its process was killed; [`RunReader::open_kept`] reads its
+    /// tables).
     pub fn open(path: &Path) -> Result<RunReader, ReadError> {
-        let r = RunReader::open_any_state(path)?;
-        match r.manifest.state {
-            RunState::Running => Err(ReadError::Unfinished {
+        let r = RunReader::open_kept(path)?;
+        if r.manifest.state == RunState::Incomplete && !r.has("summary.json") {
+            return Err(ReadError::Incomplete {
                 run: path.to_path_buf(),
-            }),
-            RunState::Incomplete => Err(ReadError::Incomplete {
-                run: path.to_path_buf(),
-            }),
-            _ => Ok(r),
+            });
         }
+        Ok(r)
+    }
+
+    /// Opens the run directory at `path` for what it kept: any run but one still `running`,
+    /// a killed run included (the tables it streamed before it ended, as the next start
+    /// recovered them). The exports read runs this way.
+    pub fn open_kept(path: &Path) -> Result<RunReader, ReadError> {
+        let r = RunReader::open_any_state(path)?;
+        if r.manifest.state == RunState::Running {
+            return Err(ReadError::Unfinished {
+                run: path.to_path_buf(),
+            });
+        }
+        Ok(r)
     }
 
     /// Opens the run directory at `path` whatever its state, an unfinished run included (the

@@ -483,9 +483,10 @@ impl Batch {
 pub struct Limits {
     /// Rows buffered before a row group is written (the buffer's fixed size).
     pub row_group_rows: usize,
-    /// Longest stretch of the run one row group covers, which is also the most a crash loses.
+    /// Longest stretch of the run one row group covers (from one multiple of it to the next),
+    /// which is also the most a crash loses.
     pub row_group_ns: u64,
-    /// Longest stretch of the run one segment covers.
+    /// Longest stretch of the run one segment covers (from one multiple of it to the next).
     pub segment_ns: u64,
 }
 
@@ -613,25 +614,28 @@ impl TableWriter {
 
     /// Writes the buffered rows when they have waited [`Limits::row_group_ns`], and starts a new
     /// segment when the open one covers [`Limits::segment_ns`]. Call it as the run goes.
+    ///
+    /// Both are aligned to the run's clock: a row group closes when the run passes a multiple
+    /// of [`Limits::row_group_ns`] after its first row, a segment when it passes a multiple of
+    /// [`Limits::segment_ns`], so that what a crash can lose is the stretch since the last such
+    /// boundary, however the calls fall.
     pub fn tick(&mut self, now_ns: u64) -> Result<(), StoreError> {
+        let crossed = |since: u64, every: u64| now_ns / every.max(1) > since / every.max(1);
         if let Some(since) = self.buf_since_ns {
-            if now_ns.saturating_sub(since) >= self.limits.row_group_ns {
+            if crossed(since, self.limits.row_group_ns) {
                 self.flush(now_ns)?;
             }
         }
         if let Some(s) = &self.segment {
-            if now_ns.saturating_sub(s.started_ns) >= self.limits.segment_ns {
+            if crossed(s.started_ns, self.limits.segment_ns) {
                 self.close_segment()?;
             }
         }
         Ok(())
     }
 
-    fn err(&self, path: &Path, e: impl ToString) -> StoreError {
-        StoreError::Parquet {
-            path: path.to_path_buf(),
-            detail: e.to_string(),
-        }
+    fn err(&self, path: &Path, e: parquet::errors::ParquetError) -> StoreError {
+        parquet_error(path, e)
     }
 
     fn io(path: &Path, source: std::io::Error) -> StoreError {
@@ -689,10 +693,7 @@ impl TableWriter {
         let result = (|| -> Result<usize, StoreError> {
             let seg = self.open_segment(started)?;
             let path = seg.partial.clone();
-            let perr = |e: parquet::errors::ParquetError| StoreError::Parquet {
-                path: path.clone(),
-                detail: e.to_string(),
-            };
+            let perr = |e: parquet::errors::ParquetError| parquet_error(&path, e);
             let mut rg = seg.writer.next_row_group().map_err(perr)?;
             let mut i = 0;
             while let Some(mut c) = rg.next_column().map_err(perr)? {
@@ -891,10 +892,7 @@ fn recover_one(dir: &Path, name: &str) -> Result<Recovered, StoreError> {
     ParquetMetaDataWriter::new(&mut footer, &md)
         .with_preserve_page_index_locations(false)
         .finish()
-        .map_err(|e| StoreError::Parquet {
-            path: partial.clone(),
-            detail: e.to_string(),
-        })?;
+        .map_err(|e| parquet_error(&partial, e))?;
     f.write_all(&footer)
         .and_then(|()| f.sync_all())
         .map_err(|e| io(&partial, e))?;
@@ -1255,6 +1253,27 @@ fn read_column(
         }
     };
     Ok(records)
+}
+
+/// A Parquet writer's error as the store's: a failed write of the file beneath (a full disk)
+/// is the plain I/O error it wraps.
+fn parquet_error(path: &Path, e: parquet::errors::ParquetError) -> StoreError {
+    if let parquet::errors::ParquetError::External(inner) = e {
+        return match inner.downcast::<std::io::Error>() {
+            Ok(source) => StoreError::Write {
+                path: path.to_path_buf(),
+                source: *source,
+            },
+            Err(other) => StoreError::Parquet {
+                path: path.to_path_buf(),
+                detail: other.to_string(),
+            },
+        };
+    }
+    StoreError::Parquet {
+        path: path.to_path_buf(),
+        detail: e.to_string(),
+    }
 }
 
 #[cfg(test)]

@@ -30,6 +30,7 @@
 //! Every error names the file and the line of the offending entry.
 
 use crate::duration;
+use crate::load::LoadError;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use thiserror::Error;
@@ -170,16 +171,21 @@ fn kind_is(m: &Measure, kind: &str) -> bool {
     m.kind.get_ref() == kind
 }
 
+/// Why a timer kind cannot be used by a timer measurement.
+#[derive(Debug, Error, PartialEq)]
+enum TimerChoiceError {
+    #[error("rtc is available in hourglass measurements only (-i RTC)")]
+    RtcOnlyInHourglass,
+    #[error("unknown timer '{0}': use hr, native, timerfd, posix or busy")]
+    Unknown(String),
+}
+
 /// A timer kind a timer measurement can use.
-fn check_timer(text: &str) -> Result<crate::model::TimerKind, String> {
+fn check_timer(text: &str) -> Result<crate::model::TimerKind, TimerChoiceError> {
     match crate::model::TimerKind::parse(text) {
-        Ok(crate::model::TimerKind::Rtc) => {
-            Err("rtc is available in hourglass measurements only (-i RTC)".into())
-        }
+        Ok(crate::model::TimerKind::Rtc) => Err(TimerChoiceError::RtcOnlyInHourglass),
         Ok(k) => Ok(k),
-        Err(_) => Err(format!(
-            "unknown timer '{text}': use hr, native, timerfd, posix or busy"
-        )),
+        Err(_) => Err(TimerChoiceError::Unknown(text.to_string())),
     }
 }
 
@@ -193,11 +199,11 @@ impl Measure {
 }
 
 /// Parses and checks a study file. `check_profile` validates a load profile (the load module's
-/// parser), returning its error message.
+/// parser, [`crate::study::check_profile`]).
 pub fn parse(
     file: &Path,
     text: &str,
-    check_profile: &dyn Fn(&str) -> Result<(), String>,
+    check_profile: &dyn Fn(&str) -> Result<(), LoadError>,
 ) -> Result<StudyFile, StudyFileError> {
     let s: StudyFile = toml::from_str(text).map_err(|e| {
         let line = e.span().map(|r| line_of(text, r.start)).unwrap_or(1);
@@ -477,7 +483,7 @@ pub fn parse(
 mod tests {
     use super::*;
 
-    fn ok(_: &str) -> Result<(), String> {
+    fn ok(_: &str) -> Result<(), LoadError> {
         Ok(())
     }
 
@@ -551,11 +557,14 @@ values = ["p99_us"]
 
     #[test]
     fn load_profiles_are_checked_with_their_line() {
-        let bad = |p: &str| -> Result<(), String> {
+        let bad = |p: &str| -> Result<(), LoadError> {
             if p == "idle" {
                 Ok(())
             } else {
-                Err(format!("unknown load '{p}'"))
+                Err(LoadError::UnknownKind {
+                    text: p.into(),
+                    kind: p.into(),
+                })
             }
         };
         let text = GOOD.replace("profile = \"idle\"", "profile = \"earthquake\"");

@@ -52,10 +52,8 @@ pub const BUILTIN: &[Builtin] = &[
 ];
 
 /// Checks a load profile with the load module's parser.
-pub fn check_profile(text: &str) -> Result<(), String> {
-    crate::load::parse_profile(text)
-        .map(|_| ())
-        .map_err(|e| e.to_string())
+pub fn check_profile(text: &str) -> Result<(), crate::load::LoadError> {
+    crate::load::parse_profile(text).map(|_| ())
 }
 
 /// Where a study came from.

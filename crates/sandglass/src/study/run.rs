@@ -724,12 +724,11 @@ fn measure_cpus(m: &Measure) -> Option<CpuList> {
 }
 
 /// The load plan of a cell.
-fn load_plan(study: &Study, cell: &Cell, scale: f64) -> Result<LoadPlan, String> {
+fn load_plan(study: &Study, cell: &Cell, scale: f64) -> Result<LoadPlan, load::LoadError> {
     match cell.load {
         None => Ok(LoadPlan::default()),
         Some(l) => {
-            let specs = load::parse_profile(study.file.load[l].profile.get_ref())
-                .map_err(|e| e.to_string())?;
+            let specs = load::parse_profile(study.file.load[l].profile.get_ref())?;
             Ok(LoadPlan {
                 settle_ns: if specs.is_empty() {
                     Nanos::ZERO
@@ -767,7 +766,7 @@ fn run_cell(
     let m = &study.file.measure[cell.measure];
     let setting = cell.setting.map(|s| &study.file.setting[s]);
     let d = scaled(parse_duration(m.duration.get_ref()), scale);
-    let loads = load_plan(study, cell, scale).map_err(RunError::Usage)?;
+    let loads = load_plan(study, cell, scale).map_err(|e| RunError::Usage(e.to_string()))?;
     let policy_text = setting
         .and_then(|s| s.policy.as_ref().map(|p| p.get_ref().clone()))
         .or_else(|| m.policy.clone());
