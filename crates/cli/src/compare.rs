@@ -67,11 +67,12 @@ pub fn compare(a: &CompareArgs) -> Result<u8, Failure> {
             .transpose()
             .map_err(|e| error(format!("--fail-regression: {e}")))?,
     };
-    let mut runs = Vec::with_capacity(a.runs.len());
-    for r in &a.runs {
-        let path = crate::common::resolve_run(r).map_err(error)?;
-        runs.push(compare::load(&path).map_err(|e| error(e.to_string()))?);
-    }
+    let paths = a
+        .runs
+        .iter()
+        .map(|r| crate::common::resolve_run(r).map_err(error))
+        .collect::<Result<Vec<_>, _>>()?;
+    let runs = compare::load_all(&paths).map_err(|e| error(e.to_string()))?;
     let report = compare::compare(&runs, &options).map_err(|e| error(e.to_string()))?;
     if a.json {
         print_json(&report)?;

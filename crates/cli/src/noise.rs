@@ -34,7 +34,7 @@ pub struct NoiseArgs {
     /// Work between polls: memmove:SIZE (such as memmove:4K, as oslat's -w memmove -m 4K) or none
     #[arg(long, default_value = "none")]
     pub workload: String,
-    /// Capacity of the interruption list, all CPUs together (default: sized from the run)
+    /// Interruptions in flight to the main thread, which writes every one, shared among the CPUs' rings; raise it if some are dropped (default: sized from the run)
     #[arg(short = 'e', long)]
     pub records: Option<String>,
     /// Hold /dev/cpu_dma_latency at this many µs during the run, or off

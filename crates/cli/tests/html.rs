@@ -219,3 +219,53 @@ fn bad_requests_and_damaged_runs_write_nothing() {
     expect_usage(&["report", "t", "--html", "a.html"], "samples-0000.parquet");
     assert!(!d.join("a.html").exists());
 }
+
+/// A timer run of more than two million wakeups (replayed: 210 s at 100 µs) draws the interval
+/// plot from each second's shortest and longest interval, read from the timeline, and says so;
+/// the 2.5 ms stall every 10 s shows as a longest interval of about 2.6 ms in those seconds.
+#[test]
+fn a_long_timer_run_draws_the_interval_plot_from_the_timeline() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("long");
+    let spec = sandglass::replay::TimerReplay::new(
+        &[1],
+        sandglass::Nanos::from_micros(100),
+        sandglass::Nanos::from_secs(210),
+        3,
+    );
+    let tool = sandglass::store::Tool {
+        name: "sandglass".into(),
+        version: "0".into(),
+        commit: "replay".into(),
+    };
+    sandglass::replay::timer(&run, &spec, tool).unwrap();
+    let longest = common::column(
+        &run,
+        &sandglass::store::table::tables::TIMER_TIMELINE,
+        "interval_max_ns",
+    );
+    assert_eq!(longest.len(), 210);
+    for (second, &d) in longest.iter().enumerate() {
+        if second % 10 == 0 && second > 0 {
+            assert!((2_500_000..2_700_000).contains(&d), "second {second}: {d}");
+        } else {
+            assert!((100_000..2_200_000).contains(&d), "second {second}: {d}");
+        }
+    }
+    let page = tmp.path().join("long.html");
+    ok(
+        tmp.path(),
+        &[
+            "report",
+            run.to_str().unwrap(),
+            "--html",
+            page.to_str().unwrap(),
+        ],
+    );
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert_page(&html, "timer", &["interarrival"]);
+    assert!(
+        html.contains("the shortest and the longest interval of each second"),
+        "caption"
+    );
+}

@@ -117,35 +117,35 @@ pub fn load(path: &Path) -> Result<RunData, CompareError> {
     let mut exact = ExactQuantiles::new(&[&pooled], &qs);
     let k = (n as usize).div_ceil(TEST_SAMPLES).max(1);
     let mut thinned = Vec::with_capacity(TEST_SAMPLES + 1);
-    let (mut seen, mut missed) = (0usize, 0u64);
+    let mut seen = 0usize;
     let t = TableReader::open(&r, table).ok_or_else(|| CompareError::Empty {
         run: path.to_path_buf(),
     })?;
-    let timer = kind == "timer";
-    let columns: &[&str] = if timer {
-        &[column, "missed"]
-    } else {
-        &[column]
-    };
-    t.scan::<ReadError>(columns, |b| {
-        let v = b.i64s(column)?;
-        let m = if timer {
-            Some(b.bools("missed")?)
-        } else {
-            None
-        };
-        for (i, &x) in v.iter().enumerate() {
-            if seen % k == 0 {
+    t.scan::<ReadError>(&[column], |b| {
+        for &x in b.i64s(column)? {
+            if seen.is_multiple_of(k) {
                 thinned.push(x as f64);
             }
             seen += 1;
             exact.add(0, x);
-            if m.is_some_and(|m| m[i]) {
-                missed += 1;
-            }
         }
         Ok(())
     })?;
+    // Missed releases are counted in the summary (the samples' flags say the same).
+    let missed = if kind == "timer" {
+        let summary: serde_json::Value =
+            serde_json::from_slice(&r.read("summary.json")?).map_err(|e| CompareError::Data {
+                path: path.join("summary.json"),
+                line: 1,
+                what: format!("not valid JSON ({e})"),
+            })?;
+        summary["cpus"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|c| c["missed_releases"].as_u64()).sum())
+            .unwrap_or(0)
+    } else {
+        0
+    };
     let got = exact.finish();
     // A store that misses samples (the main thread fell behind) gives the histograms' values.
     let quantiles = qs
@@ -165,6 +165,25 @@ pub fn load(path: &Path) -> Result<RunData, CompareError> {
         missed,
         thinned,
     })
+}
+
+/// [`load`] of every run of `paths`, in order, as many at once as there are CPUs to read them.
+pub fn load_all(paths: &[PathBuf]) -> Result<Vec<RunData>, CompareError> {
+    let width = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut out = Vec::with_capacity(paths.len());
+    for chunk in paths.chunks(width) {
+        let loaded: Vec<Result<RunData, CompareError>> = std::thread::scope(|s| {
+            let handles: Vec<_> = chunk.iter().map(|p| s.spawn(move || load(p))).collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+                .collect()
+        });
+        for r in loaded {
+            out.push(r?);
+        }
+    }
+    Ok(out)
 }
 
 /// The figures compared, in order: name and nearest-rank quantile (`None`: the maximum).

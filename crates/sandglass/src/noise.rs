@@ -5,7 +5,7 @@
 //! oslat, sysjitter and rtla osnoise measure, with two differences: every interruption is kept
 //! in order (oslat keeps only a histogram; sysjitter keeps a list but no histogram), and the
 //! totals (noise time, count, longest, the HDR histogram of durations) are recorded as the loop
-//! runs, so they stay exact even if the interruption list fills its buffer.
+//! runs, so they stay exact even if the main thread falls behind and a ring drops interruptions.
 //!
 //! Per CPU: the share of the runtime lost to noise, interruptions per second, the longest one,
 //! percentiles and a histogram of durations, and a per-second timeline. An optional workload
@@ -43,7 +43,8 @@ pub struct NoiseConfig {
     pub threshold_ns: Option<Nanos>,
     /// Bytes copied between polls (oslat's memmove workload), 0 for none.
     pub memmove_bytes: usize,
-    /// Capacity of the interruption list, all CPUs together; `None` sizes it from the run.
+    /// Interruptions in flight to the main thread, shared among the CPUs' rings; `None` sizes
+    /// it from the run.
     pub records: Option<usize>,
     pub main_cpu: Option<usize>,
     pub allow_rt_busy: bool,

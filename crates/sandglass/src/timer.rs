@@ -345,7 +345,26 @@ struct Second {
     missed: u64,
     min_ns: i64,
     max_ns: i64,
+    /// The shortest and the longest interval between successive wakeups (`i64::MAX`,
+    /// `i64::MIN`: none yet).
+    interval_min_ns: i64,
+    interval_max_ns: i64,
     hist: Histogram<u64>,
+}
+
+impl Second {
+    fn new(second: u64, hist: Histogram<u64>) -> Second {
+        Second {
+            second,
+            releases: 0,
+            missed: 0,
+            min_ns: i64::MAX,
+            max_ns: i64::MIN,
+            interval_min_ns: i64::MAX,
+            interval_max_ns: i64::MIN,
+            hist,
+        }
+    }
 }
 
 /// Where a timer run's releases go as the run goes: every release into `samples-*.parquet`,
@@ -359,6 +378,8 @@ pub struct TimerSink {
     timeline: TableWriter,
     hlog: IntervalLog,
     next: Vec<u64>,
+    /// Per thread: the time of its last wakeup, in ns from the run's start.
+    last_wakeup: Vec<Option<i64>>,
     seconds: Vec<Option<Second>>,
     spikes: Vec<SpikeLog>,
 }
@@ -396,6 +417,7 @@ impl TimerSink {
                 s.started,
             )?,
             next: vec![0; cpus.len()],
+            last_wakeup: vec![None; cpus.len()],
             seconds: cpus.iter().map(|_| None).collect(),
             spikes: cpus
                 .iter()
@@ -419,20 +441,16 @@ impl TimerSink {
         b.push_i64(5, cap(s.hist.value_at_quantile(0.5)));
         b.push_i64(6, cap(s.hist.value_at_quantile(0.99)));
         b.push_i64(7, s.max_ns);
+        let none = |v: i64, empty: i64| if v == empty { -1 } else { v };
+        b.push_i64(8, none(s.interval_min_ns, i64::MAX));
+        b.push_i64(9, none(s.interval_max_ns, i64::MIN));
         self.timeline.end_row(now_ns)?;
         let tag = format!("cpu{}", self.cpus[i]);
         self.hlog.write(&tag, s.second as f64, 1.0, &s.hist)?;
         // The histogram is reused for the next second.
         let mut hist = s.hist;
         hist.reset();
-        self.seconds[i] = Some(Second {
-            second: u64::MAX,
-            releases: 0,
-            missed: 0,
-            min_ns: i64::MAX,
-            max_ns: i64::MIN,
-            hist,
-        });
+        self.seconds[i] = Some(Second::new(u64::MAX, hist));
         Ok(())
     }
 
@@ -490,15 +508,17 @@ impl Sink for TimerSink {
             {
                 self.close_second(i, now)?;
             }
-            let s = self.seconds[i].get_or_insert_with(|| Second {
-                second,
-                releases: 0,
-                missed: 0,
-                min_ns: i64::MAX,
-                max_ns: i64::MIN,
-                hist: new_histogram(),
-            });
+            let s = self.seconds[i].get_or_insert_with(|| Second::new(second, new_histogram()));
             s.second = second;
+            // A missed release shares the wakeup of the release before it.
+            if !r.missed {
+                let wakeup = at + late;
+                if let Some(prev) = self.last_wakeup[i].replace(wakeup) {
+                    let d = wakeup - prev;
+                    s.interval_min_ns = s.interval_min_ns.min(d);
+                    s.interval_max_ns = s.interval_max_ns.max(d);
+                }
+            }
             s.releases += 1;
             s.missed += u64::from(r.missed);
             s.min_ns = s.min_ns.min(late);

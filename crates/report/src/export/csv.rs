@@ -206,8 +206,7 @@ fn timer(run: &RunReader, dir: &Path) -> Result<(), ExportError> {
     });
     let finished = result.and_then(|()| {
         il.finish(&mut iw).map_err(io(&ipath))?;
-        let f = iw.into_inner().map_err(|e| io(&ipath)(e.into_error()))?;
-        f.sync_all().map_err(io(&ipath))?;
+        iw.into_inner().map_err(|e| io(&ipath)(e.into_error()))?;
         std::fs::rename(dir.join(".intervals.csv.tmp"), &ipath).map_err(io(&ipath))
     });
     if finished.is_err() {

@@ -241,7 +241,7 @@ pub(crate) fn must_not_exist(path: &Path) -> Result<(), ExportError> {
 }
 
 /// Writes a file atomically: `write` fills a temporary file beside `path` (`.NAME.tmp`), which
-/// is flushed to disk and renamed to `path`. An existing `path` is refused; on any error the
+/// is renamed to `path` once complete, so that no reader sees it half-written. An existing `path` is refused; on any error the
 /// temporary file is removed and nothing is left behind.
 pub fn write_atomic<F>(path: &Path, write: F) -> Result<(), ExportError>
 where
@@ -270,8 +270,9 @@ where
         let f = std::fs::File::create(&tmp).map_err(err)?;
         let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
         write(&mut w)?;
+        // Not synced: an export is made again from the run in seconds, and syncing gigabytes
+        // of text would double the time it takes.
         let f = w.into_inner().map_err(|e| err(e.into_error()))?;
-        f.sync_all().map_err(err)?;
         drop(f);
         std::fs::rename(&tmp, path).map_err(err)
     })();

@@ -72,16 +72,29 @@ fn time(ns: u64) -> String {
     Nanos(ns).to_string()
 }
 
-/// Per CPU, the interval between successive wakeups against the wakeup's time, streamed from
-/// the samples table and reduced to the plot's cells (a missed release shares the wakeup of
-/// the one before it); with whether the interval axis is logarithmic.
 /// Points per CPU, named.
 type Scatter = Vec<(String, Vec<(f64, f64)>)>;
 
+/// Above this many wakeups the interval plot is drawn from the timeline's per-second extremes
+/// instead of every wakeup (reading every sample of a long run takes seconds).
+const DOTS_UP_TO: u64 = 2_000_000;
+
+/// How the interval plot was drawn, for its caption.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Dots {
+    EveryWakeup,
+    SecondExtremes,
+}
+
+/// Per CPU, the interval between successive wakeups against the wakeup's time, reduced to the
+/// plot's cells; with whether the interval axis is logarithmic. Up to [`DOTS_UP_TO`] wakeups,
+/// one dot per wakeup, streamed from the samples table (a missed release shares the wakeup of
+/// the one before it); beyond, the shortest and the longest interval of each second, from the
+/// timeline (runs whose timeline has them).
 fn interarrival(
     r: &RunReader,
     s: &sandglass::timer::TimerResult,
-) -> Result<(Scatter, bool), ExportError> {
+) -> Result<(Scatter, bool, Dots), ExportError> {
     let lo = s
         .cpus
         .iter()
@@ -96,32 +109,61 @@ fn interarrival(
         .unwrap_or(1) as i64;
     let end = s.run.elapsed_ns.max(s.run.duration_ns.0) as i64;
     let log = figures::interarrival_is_log(lo as f64, hi as f64);
-    let mut grids: BTreeMap<i32, (figures::InterarrivalGrid, Option<i64>)> = BTreeMap::new();
-    if let Some(t) = TableReader::open(r, &tables::TIMER_SAMPLES) {
-        t.scan::<ExportError>(&["cpu", "release_ns", "lateness_ns", "missed"], |b| {
-            let (cpu, rel) = (b.i32s("cpu")?, b.i64s("release_ns")?);
-            let (late, missed) = (b.i64s("lateness_ns")?, b.bools("missed")?);
-            for i in 0..b.len() {
-                if missed[i] {
-                    continue;
+    let mut grids: BTreeMap<i32, figures::InterarrivalGrid> = BTreeMap::new();
+    let mut add = |cpu: i32, at: i64, d: i64| {
+        grids
+            .entry(cpu)
+            .or_insert_with(|| figures::InterarrivalGrid::new(end, lo, hi))
+            .add(at, d);
+    };
+    let wakeups: u64 = s.cpus.iter().map(|c| c.wakeups).sum();
+    let timeline = TableReader::open(r, &tables::TIMER_TIMELINE).filter(|t| t.is_current());
+    let dots = match timeline {
+        Some(t) if wakeups > DOTS_UP_TO => {
+            let columns = ["cpu", "second", "interval_min_ns", "interval_max_ns"];
+            t.scan::<ExportError>(&columns, |b| {
+                let (cpu, sec) = (b.i32s("cpu")?, b.i64s("second")?);
+                let (min, max) = (b.i64s("interval_min_ns")?, b.i64s("interval_max_ns")?);
+                for i in 0..b.len() {
+                    let at = sec[i] * 1_000_000_000 + 500_000_000;
+                    for d in [min[i], max[i]] {
+                        if d >= 0 {
+                            add(cpu[i], at, d);
+                        }
+                    }
                 }
-                let (grid, last) = grids
-                    .entry(cpu[i])
-                    .or_insert_with(|| (figures::InterarrivalGrid::new(end, lo, hi), None));
-                let wake = rel[i] + late[i];
-                if let Some(prev) = last.replace(wake) {
-                    grid.add(wake, wake - prev);
-                }
+                Ok(())
+            })?;
+            Dots::SecondExtremes
+        }
+        _ => {
+            if let Some(t) = TableReader::open(r, &tables::TIMER_SAMPLES) {
+                let mut last: BTreeMap<i32, i64> = BTreeMap::new();
+                t.scan::<ExportError>(&["cpu", "release_ns", "lateness_ns", "missed"], |b| {
+                    let (cpu, rel) = (b.i32s("cpu")?, b.i64s("release_ns")?);
+                    let (late, missed) = (b.i64s("lateness_ns")?, b.bools("missed")?);
+                    for i in 0..b.len() {
+                        if missed[i] {
+                            continue;
+                        }
+                        let wake = rel[i] + late[i];
+                        if let Some(prev) = last.insert(cpu[i], wake) {
+                            add(cpu[i], wake, wake - prev);
+                        }
+                    }
+                    Ok(())
+                })?;
             }
-            Ok(())
-        })?;
-    }
+            Dots::EveryWakeup
+        }
+    };
     Ok((
         grids
             .into_iter()
-            .map(|(cpu, (g, _))| (format!("CPU {cpu}"), g.points()))
+            .map(|(cpu, g)| (format!("CPU {cpu}"), g.points()))
             .collect(),
         log,
+        dots,
     ))
 }
 
@@ -342,11 +384,15 @@ fn timer(r: &RunReader) -> Result<String, ExportError> {
         "Largest (solid) and median (dashed) lateness in each second of the run, per CPU.",
         plot(figures::over_time(lines, "lateness (µs)")),
     );
-    let (points, log) = interarrival(r, &s)?;
+    let (points, log, dots) = interarrival(r, &s)?;
+    let what = match dots {
+        Dots::EveryWakeup => "one dot per wakeup (dots closer than the drawing can separate are drawn once)".to_string(),
+        Dots::SecondExtremes => format!("for this run of more than {} wakeups, the shortest and the longest interval of each second", crate::text::count(DOTS_UP_TO)),
+    };
     p.figure(
         "interarrival",
         &format!(
-            "The interval between successive wakeups against the time of the wakeup, one dot per wakeup (dots closer than the drawing can separate are drawn once); the timer was set for {}.",
+            "The interval between successive wakeups against the time of the wakeup, {what}; the timer was set for {}.",
             s.interval_ns
         ),
         plot(figures::interarrival_chart(points, log)),

@@ -189,7 +189,8 @@ global options:
     -c -- also print the raw execution trace (counter ticks, not based at zero)
     -t <thread number for subsequent options to affect, 0..n-1>
     -a -- subsequent per-thread options apply to all threads, until the next -t
-    -e <number of records in the execution trace> (default 300000, about 7 MB)
+    -e <records in flight> (default 300000) -- shared among the polling threads' rings to
+                     the main thread, which writes every record; raise it if records are dropped
     -g <time> -- gap threshold (default: calibrated and printed)
     -gh -- print the histogram of polling-loop iteration times with percentiles
     -x -- do not print execution intervals

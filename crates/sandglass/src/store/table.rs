@@ -5,7 +5,7 @@
 //! goes next: DuckDB, pandas, Polars, Spark and Trino read Parquet directly. Integer columns
 //! are written with the `DELTA_BINARY_PACKED` encoding and Snappy compression: consecutive
 //! release times differ by the period, consecutive release indexes by one, so a timer sample
-//! costs about two and a half bytes, nearly all of them in its lateness. Text columns (an
+//! costs about two bytes, nearly all of them in its lateness. Text columns (an
 //! interval's end reason, a job's outcome) are dictionary-encoded. Every column is required
 //! (no nulls); times are signed 64-bit integers in nanoseconds from the run's time zero.
 //!
@@ -23,7 +23,7 @@
 //! the process ends without closing the segment (SIGKILL, a crash, power loss, a full disk),
 //! [`recover`] cuts the partial file after its last complete row group, writes the footer that
 //! the metadata describes and renames it into place: what was lost is at most the rows of the
-//! row group being filled (five seconds by default). The next sandglass that starts does this
+//! row group being filled (two seconds by default). The next sandglass that starts does this
 //! for every run it finds abandoned.
 //!
 //! **Run format 1.** Runs written before format 2 kept these tables as CSV files (`samples.csv`
@@ -179,11 +179,15 @@ pub mod tables {
         legacy_csv: "samples.csv",
     };
 
+    /// The format of [`TIMER_TIMELINE`]: version 2 added the interval columns (version 1, and
+    /// format-1 runs' CSV, have the first eight columns only).
+    pub const TIMER_TIMELINE_FORMAT: &str = "sandglass-timer-timeline-parquet/2";
+
     /// `timer`: one row per CPU and second of release time.
     pub const TIMER_TIMELINE: Table = Table {
         stem: "timeline",
-        format: "sandglass-timer-timeline-parquet/1",
-        description: "per CPU and second of release time: releases, missed releases, lateness min, p50, p99 (3 significant digits) and max in ns",
+        format: TIMER_TIMELINE_FORMAT,
+        description: "per CPU and second of release time: releases, missed releases, lateness min, p50, p99 (3 significant digits) and max in ns; the shortest and the longest interval between successive wakeups in ns (-1: none in that second)",
         columns: &[
             col("cpu", I32),
             col("second", I64),
@@ -193,6 +197,8 @@ pub mod tables {
             col("p50_ns", I64),
             col("p99_ns", I64),
             col("max_ns", I64),
+            col("interval_min_ns", I64),
+            col("interval_max_ns", I64),
         ],
         legacy_csv: "timeline.csv",
     };
@@ -494,7 +500,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             row_group_rows: 1 << 16,
-            row_group_ns: 5_000_000_000,
+            row_group_ns: 2_000_000_000,
             segment_ns: 3_600_000_000_000,
         }
     }
@@ -956,6 +962,12 @@ impl<'r> TableReader<'r> {
 
     pub fn table(&self) -> &'static Table {
         self.table
+    }
+
+    /// Whether every file of the table is of the table's current format (a file of an older
+    /// version may lack the columns added since).
+    pub fn is_current(&self) -> bool {
+        self.files().iter().all(|f| f.format == self.table.format)
     }
 
     /// The files the table is read from.
