@@ -256,6 +256,34 @@ pub fn print_json<T: serde::Serialize>(value: &T) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Runs a timer or noise measurement with a live line per CPU (counting `events`), registers
+/// its run in the catalog, prints its result (JSON with `json`, else the text `report`) and
+/// gives the command's exit code.
+pub fn measure_and_print<R: serde::Serialize>(
+    events: &'static str,
+    json: bool,
+    run: impl FnOnce(&RunContext, &mut Console) -> Result<R, RunError>,
+    header: impl Fn(&R) -> &sandglass::result::RunHeader,
+    report: fn(&mut dyn Write, &R) -> io::Result<()>,
+) -> Result<u8, Failure> {
+    use anyhow::Context;
+    let mut console = Console::with_live_rows(events);
+    let result = run(&context(), &mut console);
+    console.clear();
+    let result = result?;
+    register(std::path::Path::new(&header(&result).run_dir));
+    if json {
+        print_json(&result)?;
+    } else {
+        let stdout = io::stdout();
+        let mut out = io::BufWriter::new(stdout.lock());
+        report(&mut out, &result)
+            .and_then(|_| out.flush())
+            .context("writing the output")?;
+    }
+    run_outcome(header(&result))
+}
+
 /// `--trace`, `--trace-buffer`, `--stop-above` and `--on-threshold`, shared by `timer` and
 /// `noise`.
 #[derive(clap::Args, Clone, Debug)]

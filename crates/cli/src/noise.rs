@@ -1,13 +1,10 @@
 //! `sandglass noise`: OS noise on every chosen CPU.
 
 use crate::common::{
-    context, counter_arg, cpus_arg, pm_qos_arg, policy_arg, print_json, time_arg, Console, Failure,
-    LoadFlags, TraceFlags,
+    counter_arg, cpus_arg, pm_qos_arg, policy_arg, time_arg, Failure, LoadFlags, TraceFlags,
 };
-use anyhow::Context;
 use clap::Args;
 use sandglass::noise::{self, NoiseConfig};
-use std::io::{self, Write};
 use std::path::PathBuf;
 
 /// Options of `sandglass noise`.
@@ -81,11 +78,11 @@ pub fn config(a: &NoiseArgs) -> Result<NoiseConfig, Failure> {
     };
     let records = match &a.records {
         Some(v) => Some(match v.parse::<usize>() {
-            Ok(n) if (1..=sandglass::hourglass::cmdline::MAX_RECORDS).contains(&n) => n,
+            Ok(n) if (1..=sandglass::plan::MAX_RING_RECORDS).contains(&n) => n,
             _ => {
                 return Err(Failure::usage(format!(
                     "-e {v}: give a whole number of records from 1 to {}",
-                    sandglass::hourglass::cmdline::MAX_RECORDS
+                    sandglass::plan::MAX_RING_RECORDS
                 )))
             }
         }),
@@ -118,19 +115,11 @@ pub fn config(a: &NoiseArgs) -> Result<NoiseConfig, Failure> {
 
 pub fn noise(a: &NoiseArgs) -> Result<u8, Failure> {
     let c = config(a)?;
-    let mut console = Console::with_live_rows("interruptions");
-    let result = noise::run(&c, &context(), &mut console);
-    console.clear();
-    let result = result?;
-    crate::common::register(std::path::Path::new(&result.run.run_dir));
-    if a.json {
-        print_json(&result)?;
-    } else {
-        let stdout = io::stdout();
-        let mut out = io::BufWriter::new(stdout.lock());
-        sandglass_report::noise::write(&mut out, &result)
-            .and_then(|_| out.flush())
-            .context("writing the output")?;
-    }
-    crate::common::run_outcome(&result.run)
+    crate::common::measure_and_print(
+        "interruptions",
+        a.json,
+        |ctx, console| noise::run(&c, ctx, console),
+        |r| &r.run,
+        sandglass_report::noise::write,
+    )
 }

@@ -1,14 +1,11 @@
 //! `sandglass timer`: timer wakeup latency on every chosen CPU.
 
 use crate::common::{
-    context, counter_arg, cpus_arg, pm_qos_arg, policy_arg, print_json, time_arg, Console, Failure,
-    LoadFlags, TraceFlags,
+    counter_arg, cpus_arg, pm_qos_arg, policy_arg, time_arg, Failure, LoadFlags, TraceFlags,
 };
-use anyhow::Context;
 use clap::Args;
 use sandglass::model::TimerKind;
 use sandglass::timer::{self, TimerConfig};
-use std::io::{self, Write};
 use std::path::PathBuf;
 
 /// Options of `sandglass timer`.
@@ -140,19 +137,11 @@ pub fn config(a: &TimerArgs) -> Result<TimerConfig, Failure> {
 
 pub fn timer(a: &TimerArgs) -> Result<u8, Failure> {
     let c = config(a)?;
-    let mut console = Console::with_live_rows("wakeups");
-    let result = timer::run(&c, &context(), &mut console);
-    console.clear();
-    let result = result?;
-    crate::common::register(std::path::Path::new(&result.run.run_dir));
-    if a.json {
-        print_json(&result)?;
-    } else {
-        let stdout = io::stdout();
-        let mut out = io::BufWriter::new(stdout.lock());
-        sandglass_report::timer::write(&mut out, &result)
-            .and_then(|_| out.flush())
-            .context("writing the output")?;
-    }
-    crate::common::run_outcome(&result.run)
+    crate::common::measure_and_print(
+        "wakeups",
+        a.json,
+        |ctx, console| timer::run(&c, ctx, console),
+        |r| &r.run,
+        sandglass_report::timer::write,
+    )
 }

@@ -1,6 +1,8 @@
 //! Small formatting helpers shared by the text renderers.
 
+use sandglass::result::RunHeader;
 use sandglass::Nanos;
+use std::io::{self, Write};
 
 /// A signed duration in nanoseconds for people: `-3 µs`, `1.5 ms`.
 pub fn signed(ns: i64) -> String {
@@ -68,6 +70,37 @@ pub fn log_histogram(
         )?;
     }
     Ok(())
+}
+
+/// The end of a timer or noise report: the setup, the loads, the explanation of the largest
+/// delays, the warnings and the run directory.
+pub fn run_footer(w: &mut dyn Write, run: &RunHeader) -> io::Result<()> {
+    writeln!(
+        w,
+        "setup: memory {}; /dev/cpu_dma_latency {}",
+        if run.memory_locked {
+            "locked"
+        } else {
+            "not locked"
+        },
+        run.pm_qos_us
+            .map(|u| format!("held at {u} us"))
+            .unwrap_or_else(|| "not held".into())
+    )?;
+    if !run.loads.is_empty() {
+        writeln!(
+            w,
+            "under load; what each load achieved during the measurement:"
+        )?;
+        crate::load::write(w, &run.loads)?;
+    }
+    if let Some(c) = &run.causes {
+        crate::causes::write(w, c)?;
+    }
+    for warn in &run.warnings {
+        writeln!(w, "warning: {}", warn.message)?;
+    }
+    writeln!(w, "run directory: {}", run.run_dir)
 }
 
 #[cfg(test)]

@@ -151,31 +151,5 @@ pub fn write(w: &mut dyn Write, r: &TimerResult) -> io::Result<()> {
     for c in &r.cpus {
         cpu_block(w, c, r)?;
     }
-    writeln!(
-        w,
-        "setup: memory {}; /dev/cpu_dma_latency {}",
-        if r.run.memory_locked {
-            "locked"
-        } else {
-            "not locked"
-        },
-        r.run
-            .pm_qos_us
-            .map(|u| format!("held at {u} us"))
-            .unwrap_or_else(|| "not held".into())
-    )?;
-    if !r.run.loads.is_empty() {
-        writeln!(
-            w,
-            "under load; what each load achieved during the measurement:"
-        )?;
-        crate::load::write(w, &r.run.loads)?;
-    }
-    if let Some(c) = &r.run.causes {
-        crate::causes::write(w, c)?;
-    }
-    for warn in &r.run.warnings {
-        writeln!(w, "warning: {}", warn.message)?;
-    }
-    writeln!(w, "run directory: {}", r.run.run_dir)
+    crate::text::run_footer(w, &r.run)
 }

@@ -11,20 +11,21 @@
 //! percentiles and a histogram of durations, and a per-second timeline. An optional workload
 //! between polls (oslat's memmove) models a polling application that touches memory.
 
-use crate::causes::spikes::{self, SpikeLog};
+use crate::causes::spikes::SpikeLog;
 use crate::causes::trains::Spike;
 use crate::clock::CounterChoice;
 use crate::cpulist::CpuList;
 use crate::engine::Record;
-use crate::histo::{self, Bin, IntervalLog, Percentiles};
+use crate::histo::{self, Bin, Percentiles};
 use crate::model::{TimerKind, Workload};
 use crate::plan::{LoadPlan, RunPlan, Threshold};
 use crate::policy::Policy;
 use crate::result::{self, RunHeader};
+use crate::runner::streams::Streams;
 use crate::runner::{
     self, Measured, Observer, RunContext, RunError, Sink, SinkSetup, SpikeAt, Timebase,
 };
-use crate::store::table::{tables, Limits, TableWriter};
+use crate::store::table::tables;
 use crate::store::{FileEntry, StoreError};
 use crate::timer::ConfigError;
 use crate::units::Nanos;
@@ -221,9 +222,7 @@ struct Second {
 /// `histograms.hlog`, and the spikes into a bounded log per CPU.
 pub struct NoiseSink {
     cpus: Vec<usize>,
-    list: TableWriter,
-    timeline: TableWriter,
-    hlog: IntervalLog,
+    streams: Streams,
     /// Per thread: the end of its last record (counter value).
     last_end: Vec<Option<u64>>,
     seconds: Vec<Option<Second>>,
@@ -232,7 +231,6 @@ pub struct NoiseSink {
     /// Per thread: every interruption stored.
     stored: Vec<hdrhistogram::Histogram<u64>>,
     rows: Vec<u64>,
-    spikes: Vec<SpikeLog>,
 }
 
 impl NoiseSink {
@@ -241,25 +239,15 @@ impl NoiseSink {
             "sandglass noise: interruption durations in nanoseconds".to_string(),
             "tags cpuN: one histogram per CPU and second of interruption start".to_string(),
         ];
-        let keep_all = s.plan.trace.is_some();
         Ok(NoiseSink {
             cpus: cpus.to_vec(),
-            list: TableWriter::create(s.dir, &tables::NOISE_INTERRUPTIONS, Limits::default())?,
-            timeline: TableWriter::create(
-                s.dir,
+            streams: Streams::create(
+                s,
+                cpus,
+                &tables::NOISE_INTERRUPTIONS,
                 &tables::NOISE_TIMELINE,
-                Limits {
-                    row_group_rows: 4096,
-                    ..Limits::default()
-                },
-            )?,
-            hlog: IntervalLog::create(
-                s.dir,
-                "histograms.hlog",
-                crate::store::HLOG_FORMAT,
-                crate::store::HLOG_DESCRIPTION,
                 &comments,
-                s.started,
+                SPIKE_NS,
             )?,
             last_end: vec![None; cpus.len()],
             seconds: vec![None; cpus.len()],
@@ -272,10 +260,6 @@ impl NoiseSink {
                 .map(|_| crate::engine::record::new_histogram())
                 .collect(),
             rows: vec![0; cpus.len()],
-            spikes: cpus
-                .iter()
-                .map(|&c| SpikeLog::new(c, SPIKE_NS, spikes::CAPACITY, keep_all))
-                .collect(),
         })
     }
 
@@ -283,15 +267,16 @@ impl NoiseSink {
         let Some(s) = self.seconds[i].take() else {
             return Ok(());
         };
-        let b = self.timeline.row();
+        let b = self.streams.timeline.row();
         b.push_i32(0, self.cpus[i] as i32);
         b.push_i64(1, s.second as i64);
         b.push_i64(2, s.interruptions as i64);
         b.push_i64(3, s.noise_ns as i64);
         b.push_i64(4, s.max_ns as i64);
-        self.timeline.end_row(now_ns)?;
+        self.streams.timeline.end_row(now_ns)?;
         let tag = format!("cpu{}", self.cpus[i]);
-        self.hlog
+        self.streams
+            .hlog
             .write(&tag, s.second as f64, 1.0, &self.hists[i])?;
         self.hists[i].reset();
         Ok(())
@@ -305,11 +290,11 @@ impl NoiseSink {
         duration_ns: u64,
     ) -> Result<(), StoreError> {
         let now = start_ns.max(0) as u64;
-        let b = self.list.row();
+        let b = self.streams.table.row();
         b.push_i32(0, self.cpus[i] as i32);
         b.push_i64(1, start_ns);
         b.push_i64(2, duration_ns as i64);
-        self.list.end_row(now)?;
+        self.streams.table.end_row(now)?;
         self.rows[i] += 1;
         let second = now / 1_000_000_000;
         if self.seconds[i].is_some_and(|s| s.second != second) {
@@ -324,7 +309,7 @@ impl NoiseSink {
         s.max_ns = s.max_ns.max(duration_ns);
         self.hists[i].saturating_record(duration_ns);
         self.stored[i].saturating_record(duration_ns);
-        self.spikes[i].sample(start_ns, duration_ns as i64, SPIKE_NS);
+        self.streams.spikes[i].sample(start_ns, duration_ns as i64, SPIKE_NS);
         Ok(())
     }
 
@@ -340,21 +325,11 @@ impl NoiseSink {
         Vec<u64>,
         Vec<hdrhistogram::Histogram<u64>>,
     ) {
-        for log in &mut self.spikes {
-            log.finish();
-        }
-        let spikes = std::mem::take(&mut self.spikes);
+        let spikes = self.streams.take_spike_logs();
         let rows = self.rows.clone();
         let stored = std::mem::take(&mut self.stored);
-        let closed = (|| {
-            for i in 0..self.seconds.len() {
-                self.close_second(i, now_ns)?;
-            }
-            let mut files = self.list.finish(now_ns)?;
-            files.extend(self.timeline.finish(now_ns)?);
-            files.push(self.hlog.finish()?);
-            Ok(files)
-        })();
+        let seconds = (0..self.seconds.len()).try_for_each(|i| self.close_second(i, now_ns));
+        let closed = seconds.and_then(|()| self.streams.finish(now_ns));
         (closed, spikes, rows, stored)
     }
 }
@@ -372,15 +347,11 @@ impl Sink for NoiseSink {
     }
 
     fn tick(&mut self, now_ns: u64, _watermark: u64, _tb: &Timebase) -> Result<(), StoreError> {
-        self.list.tick(now_ns)?;
-        self.timeline.tick(now_ns)?;
-        self.hlog.flush()
+        self.streams.tick(now_ns)
     }
 
     fn spikes(&mut self, out: &mut Vec<SpikeAt>) {
-        for log in &mut self.spikes {
-            log.take_fresh(out);
-        }
+        self.streams.take_fresh_spikes(out);
     }
 }
 
@@ -397,47 +368,43 @@ pub fn run(
     let plan = plan(config, &cpus);
     let (mut m, sink) = runner::measure(&plan, ctx, obs, |s| NoiseSink::create(s, &cpus))?;
     let (closed, spikes, rows, stored) = sink.finish(m.elapsed_ns());
-    let mut files = result::close_store(&mut m, closed);
+    let files = result::close_store(&mut m, closed);
     let mut result = build(config, &cpus, &mut m, &spikes, &rows);
-    if m.state != crate::store::RunState::Incomplete {
-        if let Err(e) = exact_percentiles(m.dir.path(), &files, &stored, &mut result.cpus) {
-            m.warnings.push(Warning::new(
-                WarningKind::RecordsDropped,
-                format!("the stored interruptions could not be read back for exact percentiles ({e}); the percentiles are the histograms' (three significant digits)"),
-            ));
-            result.run.warnings = m.warnings.clone();
-        }
-        let entries: Vec<(String, &hdrhistogram::Histogram<u64>)> = result
-            .cpus
-            .iter()
-            .filter_map(|c| Some((format!("cpu{}-interruptions", c.cpu), c.hist.as_ref()?)))
-            .collect();
-        let comments = vec![
-            "sandglass noise: whole-run histograms of interruption durations, values in ns"
-                .to_string(),
-        ];
-        match result::write_totals(&m, &comments, &entries) {
-            Ok(f) => files.push(f),
-            Err(e) => files = result::close_store(&mut m, Err(e)),
-        }
-    }
-    result.run.state = m.state;
-    result.run.end_detail = m.end_detail.clone();
-    result::save(
-        &m,
-        &result,
-        "sandglass-noise-summary/2",
-        "per-CPU noise share, interruptions per second, longest interruption, percentiles and histogram",
-        result.run.causes.as_ref(),
-        &result.run.warnings,
+    result::conclude(
+        &mut m,
         files,
-    )
-    .map_err(|e| {
-        RunError::Failed(format!(
-            "the run finished but its results could not be saved: {e}"
-        ))
-    })?;
+        &mut result,
+        |dir, files, r: &mut NoiseResult| exact_percentiles(dir, files, &stored, &mut r.cpus),
+        write_totals,
+        &result::Ending {
+            stored: "interruptions",
+            summary_format: "sandglass-noise-summary/2",
+            summary_description: "per-CPU noise share, interruptions per second, longest interruption, percentiles and histogram",
+        },
+    )?;
     Ok(result)
+}
+
+impl result::WithHeader for NoiseResult {
+    fn header(&self) -> &RunHeader {
+        &self.run
+    }
+    fn header_mut(&mut self) -> &mut RunHeader {
+        &mut self.run
+    }
+}
+
+/// Writes `totals.hlog`: each CPU's whole-run histogram of interruption durations.
+fn write_totals(m: &Measured, r: &NoiseResult) -> Result<FileEntry, StoreError> {
+    let entries: Vec<(String, &hdrhistogram::Histogram<u64>)> = r
+        .cpus
+        .iter()
+        .filter_map(|c| Some((format!("cpu{}-interruptions", c.cpu), c.hist.as_ref()?)))
+        .collect();
+    let comments = vec![
+        "sandglass noise: whole-run histograms of interruption durations, values in ns".to_string(),
+    ];
+    result::write_totals(m, &comments, &entries)
 }
 
 /// Replaces the percentiles the threads kept at three significant digits by exact ones for each

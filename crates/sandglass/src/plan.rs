@@ -137,6 +137,10 @@ impl Faults {
     }
 }
 
+/// The most records a run's rings may be asked to hold together ([`RunPlan::ring_records`]);
+/// each polling thread's share is further clamped to what one ring holds (4,194,304 records).
+pub const MAX_RING_RECORDS: usize = 1 << 27;
+
 /// A measurement the runner can carry out.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunPlan {
@@ -153,7 +157,8 @@ pub struct RunPlan {
     /// Bytes copied between two polls by CPU-bound threads (oslat's memmove workload).
     pub memmove_bytes: usize,
     /// Records the rings of the polling threads hold together: how far the main thread may fall
-    /// behind before records are lost (Hourglass's `-e`).
+    /// behind before records are lost (Hourglass's `-e`, noise's `-e`), at most
+    /// [`MAX_RING_RECORDS`].
     pub ring_records: usize,
     pub counter: CounterChoice,
     /// Where the main (housekeeping) thread runs; `None` picks a CPU no thread uses.

@@ -8,9 +8,11 @@
 use crate::causes::Causes;
 use crate::load::LoadReport;
 use crate::runner::Measured;
-use crate::store::{self, FileEntry, RunState, StoreError};
+use crate::runner::RunError;
+use crate::store::{self, FileEntry, ReadError, RunState, StoreError};
 use crate::units::Nanos;
 use crate::warning::Warning;
+use crate::warning::WarningKind;
 use serde::{Deserialize, Serialize};
 
 /// The fields every result starts with.
@@ -63,6 +65,71 @@ impl RunHeader {
             causes: None,
         }
     }
+}
+
+/// A result that starts with a [`RunHeader`].
+pub trait WithHeader {
+    fn header(&self) -> &RunHeader;
+    fn header_mut(&mut self) -> &mut RunHeader;
+}
+
+/// What a timer or noise run writes at its end, besides its result.
+pub struct Ending<'a> {
+    /// What the stored table holds, for the warning when it cannot be read back
+    /// (`samples`, `interruptions`).
+    pub stored: &'a str,
+    /// The format and description of `summary.json`.
+    pub summary_format: &'a str,
+    pub summary_description: &'a str,
+}
+
+/// Ends a timer or noise run whose store closed with `files` and whose `result` is built: in a
+/// run that was not cut short, `exact` replaces figures the threads kept at three significant
+/// digits by exact ones from one pass over the stored table (a warning when the table cannot be
+/// read back, the histograms' figures kept) and `totals` writes the whole-run histograms; then
+/// the run's final state goes into the result, and [`save`] writes the summary and the manifest.
+pub fn conclude<T: Serialize + WithHeader>(
+    m: &mut Measured,
+    mut files: Vec<FileEntry>,
+    result: &mut T,
+    exact: impl FnOnce(&std::path::Path, &[FileEntry], &mut T) -> Result<(), ReadError>,
+    totals: impl FnOnce(&Measured, &T) -> Result<FileEntry, StoreError>,
+    ending: &Ending<'_>,
+) -> Result<(), RunError> {
+    if m.state != RunState::Incomplete {
+        if let Err(e) = exact(m.dir.path(), &files, result) {
+            m.warnings.push(Warning::new(
+                WarningKind::RecordsDropped,
+                format!(
+                    "the stored {} could not be read back for exact percentiles ({e}); the percentiles are the histograms' (three significant digits)",
+                    ending.stored
+                ),
+            ));
+            result.header_mut().warnings = m.warnings.clone();
+        }
+        match totals(m, result) {
+            Ok(f) => files.push(f),
+            Err(e) => files = close_store(m, Err(e)),
+        }
+    }
+    let h = result.header_mut();
+    h.state = m.state;
+    h.end_detail = m.end_detail.clone();
+    let h = result.header();
+    save(
+        m,
+        result,
+        ending.summary_format,
+        ending.summary_description,
+        h.causes.as_ref(),
+        &h.warnings,
+        files,
+    )
+    .map_err(|e| {
+        RunError::Failed(format!(
+            "the run finished but its results could not be saved: {e}"
+        ))
+    })
 }
 
 /// Closes a run's store. `closed` is what the probe's store gave when it closed its files:

@@ -18,21 +18,22 @@
 //! Releases are on a fixed grid (`absolute`, cyclictest's mode: release k at start + k·interval)
 //! or one interval after each wakeup (`resync`, Hourglass's self-synchronising LAT).
 
-use crate::causes::spikes::{self, SpikeLog};
+use crate::causes::spikes::SpikeLog;
 use crate::clock::CounterChoice;
 use crate::cpulist::CpuList;
 use crate::duration;
 use crate::engine::record::new_histogram;
 use crate::engine::Release;
-use crate::histo::{self, Bin, IntervalLog, Percentiles};
+use crate::histo::{self, Bin, Percentiles};
 use crate::model::{TimerKind, Workload};
 use crate::plan::{LoadPlan, RunPlan, ThreadSpec, Threshold};
 use crate::policy::Policy;
 use crate::result::{self, RunHeader};
+use crate::runner::streams::Streams;
 use crate::runner::{
     self, Measured, Observer, RunContext, RunError, Sink, SinkSetup, SpikeAt, Timebase,
 };
-use crate::store::table::{tables, Limits, TableWriter};
+use crate::store::table::tables;
 use crate::store::{FileEntry, RunState, StoreError};
 use crate::units::Nanos;
 use crate::warning::{Warning, WarningKind};
@@ -374,14 +375,11 @@ pub struct TimerSink {
     cpus: Vec<usize>,
     /// Per thread: the corrected and the raw lateness of the releases stored.
     stored: Vec<[Histogram<u64>; 2]>,
-    samples: TableWriter,
-    timeline: TableWriter,
-    hlog: IntervalLog,
+    streams: Streams,
     next: Vec<u64>,
     /// Per thread: the time of its last wakeup, in ns from the run's start.
     last_wakeup: Vec<Option<i64>>,
     seconds: Vec<Option<Second>>,
-    spikes: Vec<SpikeLog>,
 }
 
 impl TimerSink {
@@ -392,37 +390,23 @@ impl TimerSink {
             "tags cpuN: one histogram per CPU and second of release time (corrected lateness)"
                 .to_string(),
         ];
-        let keep_all = s.plan.trace.is_some();
         Ok(TimerSink {
             cpus: cpus.to_vec(),
             stored: cpus
                 .iter()
                 .map(|_| [new_histogram(), new_histogram()])
                 .collect(),
-            samples: TableWriter::create(s.dir, &tables::TIMER_SAMPLES, Limits::default())?,
-            timeline: TableWriter::create(
-                s.dir,
+            streams: Streams::create(
+                s,
+                cpus,
+                &tables::TIMER_SAMPLES,
                 &tables::TIMER_TIMELINE,
-                Limits {
-                    row_group_rows: 4096,
-                    ..Limits::default()
-                },
-            )?,
-            hlog: IntervalLog::create(
-                s.dir,
-                "histograms.hlog",
-                crate::store::HLOG_FORMAT,
-                crate::store::HLOG_DESCRIPTION,
                 &comments,
-                s.started,
+                SPIKE_FLOOR_NS,
             )?,
             next: vec![0; cpus.len()],
             last_wakeup: vec![None; cpus.len()],
             seconds: cpus.iter().map(|_| None).collect(),
-            spikes: cpus
-                .iter()
-                .map(|&c| SpikeLog::new(c, SPIKE_FLOOR_NS, spikes::CAPACITY, keep_all))
-                .collect(),
         })
     }
 
@@ -432,7 +416,7 @@ impl TimerSink {
             return Ok(());
         };
         let cap = |v: u64| (v as i64).min(s.max_ns).max(0);
-        let b = self.timeline.row();
+        let b = self.streams.timeline.row();
         b.push_i32(0, self.cpus[i] as i32);
         b.push_i64(1, s.second as i64);
         b.push_i64(2, s.releases as i64);
@@ -444,9 +428,11 @@ impl TimerSink {
         let none = |v: i64, empty: i64| if v == empty { -1 } else { v };
         b.push_i64(8, none(s.interval_min_ns, i64::MAX));
         b.push_i64(9, none(s.interval_max_ns, i64::MIN));
-        self.timeline.end_row(now_ns)?;
+        self.streams.timeline.end_row(now_ns)?;
         let tag = format!("cpu{}", self.cpus[i]);
-        self.hlog.write(&tag, s.second as f64, 1.0, &s.hist)?;
+        self.streams
+            .hlog
+            .write(&tag, s.second as f64, 1.0, &s.hist)?;
         // The histogram is reused for the next second.
         let mut hist = s.hist;
         hist.reset();
@@ -457,25 +443,17 @@ impl TimerSink {
     /// Closes every second, the tables and the log; returns the files written, the spikes and
     /// the histograms of what was stored.
     pub fn finish(mut self, now_ns: u64) -> (Result<Vec<FileEntry>, StoreError>, Stored) {
-        for log in &mut self.spikes {
-            log.finish();
-        }
         let stored = Stored {
-            spikes: std::mem::take(&mut self.spikes),
+            spikes: self.streams.take_spike_logs(),
             lateness: std::mem::take(&mut self.stored),
         };
-        let closed = (|| {
-            for i in 0..self.seconds.len() {
-                if self.seconds[i].as_ref().is_some_and(|s| s.releases > 0) {
-                    self.close_second(i, now_ns)?;
-                }
+        let seconds = (0..self.seconds.len()).try_for_each(|i| {
+            if self.seconds[i].as_ref().is_some_and(|s| s.releases > 0) {
+                self.close_second(i, now_ns)?;
             }
-            let mut files = self.samples.finish(now_ns)?;
-            files.extend(self.timeline.finish(now_ns)?);
-            files.push(self.hlog.finish()?);
-            Ok(files)
-        })();
-        (closed, stored)
+            Ok(())
+        });
+        (seconds.and_then(|()| self.streams.finish(now_ns)), stored)
     }
 }
 
@@ -493,13 +471,13 @@ impl Sink for TimerSink {
             let at = tb.at_ns(r.target);
             let late = tb.signed_ns(r.wakeup.wrapping_sub(r.target) as i64);
             let now = at.max(0) as u64;
-            let b = self.samples.row();
+            let b = self.streams.table.row();
             b.push_i32(0, cpu);
             b.push_i64(1, self.next[i] as i64);
             b.push_i64(2, at);
             b.push_i64(3, late);
             b.push_bool(4, r.missed);
-            self.samples.end_row(now)?;
+            self.streams.table.end_row(now)?;
             self.next[i] += 1;
             let second = now / 1_000_000_000;
             if self.seconds[i]
@@ -529,21 +507,17 @@ impl Sink for TimerSink {
             if !r.missed {
                 raw.saturating_record(late.max(0) as u64);
             }
-            self.spikes[i].sample(at, late, SPIKE_FLOOR_NS);
+            self.streams.spikes[i].sample(at, late, SPIKE_FLOOR_NS);
         }
         Ok(())
     }
 
     fn tick(&mut self, now_ns: u64, _watermark: u64, _tb: &Timebase) -> Result<(), StoreError> {
-        self.samples.tick(now_ns)?;
-        self.timeline.tick(now_ns)?;
-        self.hlog.flush()
+        self.streams.tick(now_ns)
     }
 
     fn spikes(&mut self, out: &mut Vec<SpikeAt>) {
-        for log in &mut self.spikes {
-            log.take_fresh(out);
-        }
+        self.streams.take_fresh_spikes(out);
     }
 }
 
@@ -572,44 +546,32 @@ pub fn conclude(
 ) -> Result<TimerResult, RunError> {
     let now = m.elapsed_ns();
     let (closed, stored) = sink.finish(now);
-    let mut files = result::close_store(&mut m, closed);
+    let files = result::close_store(&mut m, closed);
     let mut result = build(config, cpus, &mut m, &stored.spikes);
-    if m.state != RunState::Incomplete {
-        if let Err(e) = exact_figures(
-            config,
-            m.dir.path(),
-            &files,
-            &stored.lateness,
-            &mut result.cpus,
-        ) {
-            m.warnings.push(Warning::new(
-                WarningKind::RecordsDropped,
-                format!("the stored samples could not be read back for exact percentiles ({e}); the percentiles are the histograms' (three significant digits)"),
-            ));
-            result.run.warnings = m.warnings.clone();
-        }
-        match write_totals(&m, &result) {
-            Ok(f) => files.push(f),
-            Err(e) => files = result::close_store(&mut m, Err(e)),
-        }
-    }
-    result.run.state = m.state;
-    result.run.end_detail = m.end_detail.clone();
-    result::save(
-        &m,
-        &result,
-        "sandglass-timer-summary/2",
-        "per-CPU lateness (corrected and raw), missed releases, intervals, samples-later-than table, CPU time",
-        result.run.causes.as_ref(),
-        &result.run.warnings,
+    result::conclude(
+        &mut m,
         files,
-    )
-    .map_err(|e| {
-        RunError::Failed(format!(
-            "the run finished but its results could not be saved: {e}"
-        ))
-    })?;
+        &mut result,
+        |dir, files, r: &mut TimerResult| {
+            exact_figures(config, dir, files, &stored.lateness, &mut r.cpus)
+        },
+        write_totals,
+        &result::Ending {
+            stored: "samples",
+            summary_format: "sandglass-timer-summary/2",
+            summary_description: "per-CPU lateness (corrected and raw), missed releases, intervals, samples-later-than table, CPU time",
+        },
+    )?;
     Ok(result)
+}
+
+impl result::WithHeader for TimerResult {
+    fn header(&self) -> &RunHeader {
+        &self.run
+    }
+    fn header_mut(&mut self) -> &mut RunHeader {
+        &mut self.run
+    }
 }
 
 /// One CPU's figures from its thread's report.

@@ -25,8 +25,6 @@ use thiserror::Error;
 pub const DEFAULT_DURATION: Nanos = Nanos::from_secs(10);
 /// Appendix A's default trace size ("about 5 MB").
 pub const DEFAULT_RECORDS: usize = 300_000;
-/// The largest trace sandglass allocates (24 bytes a record: 3 GiB).
-pub const MAX_RECORDS: usize = 1 << 27;
 /// The most threads one run may create.
 pub const MAX_THREADS: usize = 1024;
 
@@ -471,7 +469,7 @@ pub fn parse(args: &[String]) -> Result<Command, CmdlineError> {
             "-a" => target = Some(Target::All),
             "-e" => {
                 let v = w.value("-e", "a number of records, for example -e 300000")?;
-                records = count("-e", v, MAX_RECORDS)?;
+                records = count("-e", v, crate::plan::MAX_RING_RECORDS)?;
             }
             "-g" => {
                 let v = w.value("-g", "a gap threshold, for example -g 500ns")?;

@@ -28,6 +28,7 @@
 //! [`host::Host`], which the unit tests replace.
 
 pub mod host;
+pub mod streams;
 mod supervise;
 mod threads;
 

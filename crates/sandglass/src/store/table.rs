@@ -11,11 +11,13 @@
 //!
 //! **Segments and row groups.** A table is a sequence of segments `STEM-NNNN.parquet`, each a
 //! complete Parquet file, in time order: `SELECT … FROM 'RUN/samples-*.parquet'` reads them all.
-//! A segment covers at most [`Limits::segment_ns`] of the run (an hour by default); within it,
+//! A segment covers at most [`Limits::segment_ns`] of the run (ten minutes by default); within it,
 //! rows go out in row groups of at most [`Limits::row_group_rows`] rows or
 //! [`Limits::row_group_ns`] of the run, whichever comes first. Memory is the row-group buffer,
-//! allocated once when the table is created, plus the footer of the open segment: it does not
-//! grow with the length of the run.
+//! allocated once when the table is created, plus the footer of the open segment, which holds
+//! each of its row groups' metadata (about 4.4 KB in memory for a timer samples row group) until
+//! the segment closes: a segment's length bounds it (1.3 MB for ten minutes of 2 s row groups),
+//! so memory does not grow with the length of the run.
 //!
 //! **Crashes.** A Parquet file is readable only once its footer is written. The open segment is
 //! therefore written under the name `STEM-NNNN.parquet.partial`, and after each row group has
@@ -501,7 +503,20 @@ impl Default for Limits {
         Limits {
             row_group_rows: 1 << 16,
             row_group_ns: 2_000_000_000,
-            segment_ns: 3_600_000_000_000,
+            segment_ns: 600_000_000_000,
+        }
+    }
+}
+
+impl Limits {
+    /// For a per-second timeline, a few rows a second: row groups of a minute, since a row
+    /// group's metadata, which the open segment's footer keeps in memory until the segment
+    /// closes, would otherwise outweigh its rows.
+    pub fn timeline() -> Limits {
+        Limits {
+            row_group_rows: 4096,
+            row_group_ns: 60_000_000_000,
+            ..Limits::default()
         }
     }
 }
