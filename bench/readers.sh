@@ -61,6 +61,7 @@ for size in "${SIZES[@]}"; do
     csv_reps=$REPS
     [ "$size" = 360M ] && csv_reps=1
     measure "$size" "report" "$REPS" "$BIN" report "$run"
+    measure "$size" "report --markdown" "$REPS" "$BIN" report "$run" --markdown
     measure "$size" "report --html" "$REPS" "$BIN" report "$run" --html "$OUT/page.html"
     measure "$size" "report --csv" "$csv_reps" "$BIN" report "$run" --csv "$OUT/csv"
     measure "$size" "analyze worst-case --run" "$REPS" "$BIN" analyze worst-case --run "$run"

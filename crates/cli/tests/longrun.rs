@@ -91,6 +91,51 @@ fn a_run_killed_at_45_s_keeps_40_s_of_samples() {
     assert!(o.stderr.contains("--csv"), "{}", o.stderr);
 }
 
+/// An Hourglass run killed with SIGKILL keeps its trace too, and `report --csv` exports it
+/// without the summary the run never wrote (the threads' ids are then 0).
+#[test]
+fn a_killed_hourglass_run_exports_its_trace() {
+    let _machine = common::lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    let (mut child, killed) =
+        common::start_run(&runs, &["hourglass", "-n", "2", "-d", "60s", "-x"]);
+    // Two CPU-bound threads share one CPU: a trace record at every switch between them.
+    std::thread::sleep(Duration::from_secs(7));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let id = killed.file_name().unwrap().to_string_lossy().into_owned();
+    let o = run(&runs, &["runs"]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    all_files_readable(&killed);
+    let kept = common::rows(&killed, &tables::TRACE);
+    assert!(kept > 0, "the killed run kept no trace record");
+
+    let out = tmp.path().join("csv");
+    let o = run(&runs, &["report", &id, "--csv", out.to_str().unwrap()]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(o.stderr.contains("incomplete"), "{}", o.stderr);
+    let csv = std::fs::read_to_string(out.join("trace.csv")).unwrap();
+    assert_eq!(csv.lines().count() - 1, kept);
+    assert!(
+        csv.lines()
+            .skip(1)
+            .all(|l| l.split(',').nth(1) == Some("0")),
+        "a tid other than 0 without a summary"
+    );
+    let o = run(
+        &runs,
+        &[
+            "report",
+            &id,
+            "--perfetto",
+            tmp.path().join("p.json").to_str().unwrap(),
+        ],
+    );
+    assert_ne!(o.code, Some(0), "{}", o.stderr);
+    assert!(o.stderr.contains("summary.json"), "{}", o.stderr);
+}
+
 /// A tmpfs mounted for one test, unmounted when dropped.
 struct Tmpfs(PathBuf);
 

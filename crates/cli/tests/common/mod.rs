@@ -91,16 +91,24 @@ pub fn run_in(runs: &std::path::Path, args: &[&str]) -> Out {
     }
 }
 
-/// Starts `sandglass timer -c 0 -d 60s` with its runs directory in `runs` and waits until it
-/// has written its `running` manifest; returns the process and the run's directory. The caller
-/// ends the process and waits for it.
-#[allow(clippy::zombie_processes)]
+/// [`start_run`] of `sandglass timer -c 0 -d 60s`.
 pub fn start_timer_run(runs: &std::path::Path) -> (std::process::Child, std::path::PathBuf) {
+    start_run(runs, &["timer", "-c", "0", "-d", "60s"])
+}
+
+/// Starts `sandglass ARGS` with its runs directory in `runs` and waits until it has written
+/// its `running` manifest; returns the process and the run's directory. The caller ends the
+/// process and waits for it.
+#[allow(clippy::zombie_processes)]
+pub fn start_run(
+    runs: &std::path::Path,
+    args: &[&str],
+) -> (std::process::Child, std::path::PathBuf) {
     let before: Vec<std::path::PathBuf> = std::fs::read_dir(runs)
         .map(|rd| rd.flatten().map(|e| e.path()).collect())
         .unwrap_or_default();
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("sandglass"))
-        .args(["timer", "-c", "0", "-d", "60s"])
+        .args(args)
         .env("SANDGLASS_RUNS_DIR", runs)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

@@ -238,8 +238,12 @@ fn noise(run: &RunReader, dir: &Path) -> Result<(), ExportError> {
     })
 }
 
-/// The kernel thread id of each Hourglass thread, from the summary.
+/// The kernel thread id of each Hourglass thread, from the summary; none for a run killed
+/// before it wrote one (its CSV then has 0 for every thread's id).
 pub(crate) fn hourglass_tids(run: &RunReader) -> Result<Vec<(u64, i64)>, ExportError> {
+    if !run.has("summary.json") {
+        return Ok(Vec::new());
+    }
     let s = summary(run)?;
     Ok(s.get("threads")
         .and_then(|t| t.as_array())

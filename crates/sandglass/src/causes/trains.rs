@@ -196,11 +196,10 @@ pub fn find_trains(spikes: &[Spike], config: &TrainConfig) -> Vec<Train> {
         let first = s[c.members[0]].at_ns;
         let last = s[*c.members.last().unwrap_or(&c.members[0])].at_ns;
         let mut sizes: Vec<u64> = c.members.iter().map(|&k| s[k].size_ns).collect();
-        sizes.sort_unstable();
         out.push(Train {
             period_ns: (last - first) / (c.members.len() as u64 - 1),
             count: c.members.len() as u64,
-            typical_ns: sizes[sizes.len() / 2],
+            typical_ns: crate::stats::median_upper(&mut sizes),
             first_ns: first,
             chance,
         });

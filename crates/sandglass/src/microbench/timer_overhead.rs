@@ -116,16 +116,7 @@ pub struct Analysis {
 }
 
 fn median(mut v: Vec<f64>) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    Some(if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    })
+    crate::stats::median_f64(&mut v)
 }
 
 /// Solves the two-rate equations from the phases at `rates` (pure: tested on exact data).

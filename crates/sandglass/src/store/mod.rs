@@ -558,7 +558,7 @@ pub enum ReadError {
     )]
     Unfinished { run: PathBuf },
     #[error(
-        "{run}: the run is incomplete: its process ended before it finished (killed, crashed or the machine stopped), so it has no summary; the samples a timer or noise run kept export with `sandglass report {run} --csv DIR`, and every run's .parquet tables can be read directly (DuckDB, pandas)"
+        "{run}: the run is incomplete: its process ended before it finished (killed, crashed or the machine stopped), so it has no summary; the samples it kept export with `sandglass report {run} --csv DIR`, and its .parquet tables can be read directly (DuckDB, pandas)"
     )]
     Incomplete { run: PathBuf },
     #[error("{run}: the manifest lists no file {name}; this run has {available}")]

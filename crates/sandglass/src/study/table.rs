@@ -86,16 +86,6 @@ pub fn select_metrics<'a>(
     out
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
 /// One dimension's value for a cell and metric, with its sort position.
 fn coordinate(
     dim: &str,
@@ -189,7 +179,7 @@ pub fn build(spec: &TableSpec, study: &StudyFile, done: &[(&Cell, &Metrics)]) ->
                         if v.len() > 1 {
                             medians += 1;
                         }
-                        median(&mut v.clone())
+                        crate::stats::median_f64(&mut v.clone()).unwrap_or(f64::NAN)
                     })
                 })
                 .collect(),
