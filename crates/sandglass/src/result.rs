@@ -7,12 +7,10 @@
 
 use crate::causes::Causes;
 use crate::load::LoadReport;
-use crate::runner::Measured;
-use crate::runner::RunError;
+use crate::runner::{Measured, RunError};
 use crate::store::{self, FileEntry, ReadError, RunState, StoreError};
 use crate::units::Nanos;
-use crate::warning::Warning;
-use crate::warning::WarningKind;
+use crate::warning::{Warning, WarningKind};
 use serde::{Deserialize, Serialize};
 
 /// The fields every result starts with.

@@ -80,8 +80,12 @@ impl Default for TrainConfig {
     }
 }
 
+/// The most candidate chains kept for the choice of trains (40 bytes each).
+const MAX_CHAINS: usize = 16_384;
+
 /// Finds periodic trains among `spikes` (of one CPU, in any order). Deterministic; about
-/// O(n² log n) in the worst case, for n up to a few thousand spikes.
+/// O(n² log n) in the worst case, for n up to a few thousand spikes, in memory that does not
+/// depend on how the spikes chain up.
 pub fn find_trains(spikes: &[Spike], config: &TrainConfig) -> Vec<Train> {
     if spikes.len() < config.min_members.max(3) as usize {
         return Vec::new();
@@ -121,11 +125,51 @@ pub fn find_trains(spikes: &[Spike], config: &TrainConfig) -> Vec<Train> {
         best.map(|(_, k)| k)
     };
 
+    // The chain that starts with spikes `a` and `b`, followed at its own running period,
+    // into `members`.
+    let walk = |a: usize, b: usize, members: &mut Vec<usize>| {
+        members.clear();
+        members.extend([a, b]);
+        let mut period = (s[b].at_ns - s[a].at_ns) as f64;
+        loop {
+            let last = s[*members.last().unwrap_or(&b)].at_ns;
+            let next = last + period.round() as u64;
+            match nearest(next, tol(period as u64), &s[a]) {
+                Some(k) if !members.contains(&k) => {
+                    members.push(k);
+                    let first = s[members[0]].at_ns;
+                    period = (s[k].at_ns - first) as f64 / (members.len() - 1) as f64;
+                }
+                _ => break,
+            }
+        }
+    };
+    // The similar spikes around each spike's size, counted once per spike.
+    let mut similar_count: Vec<Option<f64>> = vec![None; s.len()];
+    let mut n_similar = |a: usize| {
+        *similar_count[a]
+            .get_or_insert_with(|| s.iter().filter(|x| similar(x, &s[a])).count() as f64)
+    };
+
+    /// A candidate train, kept without its members (recomputed from `a` and `b` when it is
+    /// chosen), so that memory does not depend on how many spikes chain up.
+    #[derive(Clone, Copy)]
     struct Chain {
-        members: Vec<usize>,
-        tol: u64,
+        a: usize,
+        b: usize,
+        len: usize,
+        /// The chance of one member falling in the window by accident.
+        p: f64,
     }
+    // In the order chains are chosen: longest first, then least likely by chance, then first.
+    let order = |x: &Chain, y: &Chain| {
+        y.len
+            .cmp(&x.len)
+            .then(x.p.total_cmp(&y.p))
+            .then(x.a.cmp(&y.a))
+    };
     let mut chains: Vec<Chain> = Vec::new();
+    let mut members: Vec<usize> = Vec::new();
     let mut proposed = 0u64;
     for a in 0..s.len() {
         for b in a + 1..s.len() {
@@ -141,64 +185,53 @@ pub fn find_trains(spikes: &[Spike], config: &TrainConfig) -> Vec<Train> {
             if s[a].at_ns >= d && nearest(s[a].at_ns - d, w, &s[a]).is_some() {
                 continue; // not the first member
             }
-            let mut members = vec![a, b];
-            let mut period = d as f64;
-            loop {
-                let last = s[*members.last().unwrap_or(&b)].at_ns;
-                let next = last + period.round() as u64;
-                match nearest(next, tol(period as u64), &s[a]) {
-                    Some(k) if !members.contains(&k) => {
-                        members.push(k);
-                        let first = s[members[0]].at_ns;
-                        period = (s[k].at_ns - first) as f64 / (members.len() - 1) as f64;
-                    }
-                    _ => break,
-                }
+            walk(a, b, &mut members);
+            if (members.len() as u64) < config.min_members {
+                continue;
             }
-            if members.len() as u64 >= config.min_members {
-                chains.push(Chain { members, tol: w });
+            // Chance: p = (similar spikes per ns) · 2·tol, with the similar spikes counted
+            // around the chain's own size. The expected number of chance chains only grows
+            // with `proposed`, so a chain already too likely now stays so.
+            let p = (n_similar(a) * 2.0 * w as f64 / span as f64).min(1.0);
+            if proposed as f64 * p.powi(members.len() as i32 - 2) >= config.max_false {
+                continue;
+            }
+            chains.push(Chain {
+                a,
+                b,
+                len: members.len(),
+                p,
+            });
+            // Only the first MAX_CHAINS in the order of choice can be chosen in practice.
+            if chains.len() >= 2 * MAX_CHAINS {
+                chains.sort_by(order);
+                chains.truncate(MAX_CHAINS);
             }
         }
     }
-    if chains.is_empty() {
-        return Vec::new();
-    }
-    // Chance: p = (similar spikes per ns) · 2·tol, with the similar spikes counted around the
-    // chain's own size.
-    let mut scored: Vec<(f64, Chain)> = chains
-        .into_iter()
-        .map(|c| {
-            let like = s[c.members[0]];
-            let n_similar = s.iter().filter(|x| similar(x, &like)).count() as f64;
-            let p = (n_similar * 2.0 * c.tol as f64 / span as f64).min(1.0);
-            let m = c.members.len() as i32;
-            (proposed as f64 * p.powi(m - 2), c)
-        })
-        .filter(|(chance, _)| *chance < config.max_false)
-        .collect();
-    scored.sort_by(|x, y| {
-        y.1.members
-            .len()
-            .cmp(&x.1.members.len())
-            .then(x.0.total_cmp(&y.0))
-            .then(x.1.members[0].cmp(&y.1.members[0]))
-    });
+    chains.sort_by(order);
+    chains.truncate(MAX_CHAINS);
     let mut taken = vec![false; s.len()];
     let mut out = Vec::new();
-    for (chance, c) in scored {
-        let shared = c.members.iter().filter(|&&k| taken[k]).count();
-        if shared * 2 >= c.members.len() {
+    for c in chains {
+        let chance = proposed as f64 * c.p.powi(c.len as i32 - 2);
+        if chance >= config.max_false {
             continue;
         }
-        for &k in &c.members {
+        walk(c.a, c.b, &mut members);
+        let shared = members.iter().filter(|&&k| taken[k]).count();
+        if shared * 2 >= members.len() {
+            continue;
+        }
+        for &k in &members {
             taken[k] = true;
         }
-        let first = s[c.members[0]].at_ns;
-        let last = s[*c.members.last().unwrap_or(&c.members[0])].at_ns;
-        let mut sizes: Vec<u64> = c.members.iter().map(|&k| s[k].size_ns).collect();
+        let first = s[members[0]].at_ns;
+        let last = s[*members.last().unwrap_or(&members[0])].at_ns;
+        let mut sizes: Vec<u64> = members.iter().map(|&k| s[k].size_ns).collect();
         out.push(Train {
-            period_ns: (last - first) / (c.members.len() as u64 - 1),
-            count: c.members.len() as u64,
+            period_ns: (last - first) / (members.len() as u64 - 1),
+            count: members.len() as u64,
             typical_ns: crate::stats::median_upper(&mut sizes),
             first_ns: first,
             chance,
