@@ -284,6 +284,25 @@ mod tests {
         assert!(t.chance < 1e-6, "{t:?}");
     }
 
+    /// A tick of the same size every 12 ms for 24 s: every pair of ticks starts a candidate
+    /// chain at each multiple of the period (millions of them, which the search no longer
+    /// keeps), and the one train is the ticks themselves, each of them a member, its multiples
+    /// not reported again.
+    #[test]
+    fn a_long_regular_tick_is_one_train_of_every_tick() {
+        let spikes: Vec<Spike> = (0..2000u64)
+            .map(|k| Spike {
+                at_ns: 1_000_000 + k * 12_000_000,
+                size_ns: 50_000,
+            })
+            .collect();
+        let trains = find_trains(&spikes, &TrainConfig::default());
+        assert_eq!(trains.len(), 1, "{trains:?}");
+        assert_eq!(trains[0].count, 2000);
+        assert_eq!(trains[0].period_ns, 12_000_000);
+        assert_eq!(trains[0].typical_ns, 50_000);
+    }
+
     #[test]
     fn random_spikes_alone_make_no_train() {
         for seed in 1..=5 {
