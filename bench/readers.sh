@@ -32,7 +32,7 @@ measure() { # SIZE NAME REPS COMMAND...
     shift 3
     local walls=() rsss=()
     for _ in $(seq "$reps"); do
-        rm -rf "$OUT/csv"
+        rm -rf "$OUT/csv" "$OUT/page.html"
         /usr/bin/time -f "%e %M" -o "$OUT/time.txt" "$@" >/dev/null 2>"$OUT/stderr.txt" || {
             echo "readers.sh: $name failed on $size:" >&2
             cat "$OUT/stderr.txt" >&2
