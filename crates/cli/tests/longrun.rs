@@ -133,7 +133,7 @@ fn a_killed_hourglass_run_exports_its_trace() {
         ],
     );
     assert_ne!(o.code, Some(0), "{}", o.stderr);
-    assert!(o.stderr.contains("summary.json"), "{}", o.stderr);
+    assert!(o.stderr.contains("--csv"), "{}", o.stderr);
 }
 
 /// A tmpfs mounted for one test, unmounted when dropped.

@@ -239,8 +239,21 @@ fn output_error(source: io::Error) -> ExportError {
     }
 }
 
+/// Refuses a run killed before its end wrote the summary and the clock's calibration, which
+/// place its threads and its time.
+fn needs_end(run: &RunReader) -> Result<(), ExportError> {
+    if run.has("summary.json") {
+        return Ok(());
+    }
+    Err(wrong_kind(
+        run,
+        "the run ended before it finished (killed or crashed), so it has neither the summary nor the clock calibration a Perfetto trace needs; export the tables it kept with --csv",
+    ))
+}
+
 /// Writes `run` as trace-event JSON to `out`.
 pub fn write_to(run: &RunReader, out: &mut dyn Write) -> Result<(), ExportError> {
+    needs_end(run)?;
     let clock = ClockMap::of(run)?;
     let head = head(run)?;
     let kernel = kernel_events(run)?;
@@ -249,6 +262,7 @@ pub fn write_to(run: &RunReader, out: &mut dyn Write) -> Result<(), ExportError>
 
 /// Writes `run` as trace-event JSON to `path` atomically (an existing file is refused).
 pub fn write(run: &RunReader, path: &Path) -> Result<(), ExportError> {
+    needs_end(run)?;
     let clock = ClockMap::of(run)?;
     let head = head(run)?;
     let kernel = kernel_events(run)?;
