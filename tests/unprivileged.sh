@@ -13,6 +13,7 @@
 # runs unprivileged then).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+root=$PWD
 
 if [ "$(id -u)" != 0 ]; then
     echo "unprivileged test run skipped: it must start as root to switch to an unprivileged user (cargo test as $(id -un) is already unprivileged)"
@@ -61,7 +62,7 @@ for entry in "${binaries[@]}"; do
     if (cd "$dir" && timeout 1200 setpriv --reuid "$uid" --regid "$gid" --clear-groups \
         --inh-caps=-all --bounding-set=-all --no-new-privs \
         env -i PATH="$PATH" HOME="$home" TMPDIR="$home" LANG=C.UTF-8 \
-        CARGO_MANIFEST_DIR="$dir" RUST_BACKTRACE=1 \
+        CARGO_MANIFEST_DIR="$dir" INSTA_WORKSPACE_ROOT="$root" CI=true RUST_BACKTRACE=1 \
         "$exe" --test-threads=2 >"$log" 2>&1); then
         result=$(grep -E '^test result:' "$log" | tail -1)
         n_skip=$(grep -c '^skipped ' "$log" || true)
