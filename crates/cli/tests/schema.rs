@@ -187,6 +187,35 @@ fn timer_json_matches_its_schema() {
             "/cpus/0/later_than/0/raw_count",
         ],
     );
+    // With kernel events: the attribution, the wakeup paths and the IRQ and thread latency.
+    mount_tracefs();
+    if !std::path::Path::new("/sys/kernel/tracing/events/sched/sched_switch").is_dir() {
+        skip("this kernel has no tracefs with sched_switch: --trace's fields are not checked");
+        return;
+    }
+    let v = json_of(&["timer", "-c", "1", "-d", "2s", "--trace", "--json"]);
+    assert!(
+        v["causes"]["kernel"]["largest"][0]["path"].is_object(),
+        "{:#}",
+        v["causes"]["kernel"]
+    );
+    check(
+        "timer",
+        &v,
+        &[
+            "/causes/kernel/latency/0/irq_ns",
+            "/causes/kernel/largest/0/path/wakeup_ns",
+        ],
+    );
+}
+
+/// Mounts tracefs where it is not yet (sandglass would, but the test looks first).
+fn mount_tracefs() {
+    if !std::path::Path::new("/sys/kernel/tracing/events").is_dir() {
+        let _ = std::process::Command::new("mount")
+            .args(["-t", "tracefs", "nodev", "/sys/kernel/tracing"])
+            .status();
+    }
 }
 
 #[test]

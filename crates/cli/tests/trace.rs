@@ -97,9 +97,10 @@ fn cpu_time_within(run: &Path, from: u64, to: u64) -> u64 {
         .sum()
 }
 
-/// Issue acceptance: a SCHED_FIFO 95 thread that runs 2 ms every 100 ms on the measured CPU is
-/// the top cause of a SCHED_FIFO 50 timer thread's delays, named comm:pid, with stolen time
-/// within 10% of the CPU time it used during the measurement.
+/// A SCHED_FIFO 95 thread that runs 2 ms every 100 ms on the measured CPU is the top cause of
+/// a SCHED_FIFO 50 timer thread's delays, named comm:pid. It is charged from each wakeup it
+/// delayed to the switch-in, never before the wakeup: of each 2 ms burst, all but the time
+/// from its start to the first release it delays (less than the 1 ms interval).
 #[test]
 fn traced_timer_names_the_competing_thread() {
     if !tracing_available() {
@@ -163,9 +164,14 @@ fn traced_timer_names_the_competing_thread() {
         top["count"], k["events"], k["lost_events"], k["clock_offset_ns"]
     );
     assert!(used > 150_000_000, "the competitor hardly ran: {used} ns");
+    let bursts = top["count"].as_u64().unwrap();
     assert!(
-        (stolen as f64 - used as f64).abs() <= 0.1 * used as f64,
+        stolen <= used + used / 50,
         "stolen {stolen} ns against {used} ns used"
+    );
+    assert!(
+        stolen + bursts * 1_000_000 >= used - used / 20,
+        "stolen {stolen} ns over {bursts} delays against {used} ns used"
     );
     assert_eq!(k["lost_events"], 0, "{k}");
     // The trace and the run share CLOCK_MONOTONIC: a marker written between two clock reads
@@ -284,6 +290,12 @@ fn tracing_settings_are_restored_however_a_run_ends() {
 /// Starts the competitor of these tests: a SCHED_FIFO 95 Hourglass thread on CPU 1 that runs
 /// 2 ms every 100 ms for `secs` seconds; `None` (after printing why) without taskset.
 fn competitor(dir: &Path, secs: u32) -> Option<std::process::Child> {
+    burst(dir, secs, "RTHIGH")
+}
+
+/// An Hourglass thread of priority `priority` on CPU 1 that runs 2 ms every 100 ms for `secs`
+/// seconds; `None` (after printing why) without taskset.
+fn burst(dir: &Path, secs: u32, priority: &str) -> Option<std::process::Child> {
     let spawned = std::process::Command::new("taskset")
         .args([
             "-c",
@@ -299,7 +311,7 @@ fn competitor(dir: &Path, secs: u32) -> Option<std::process::Child> {
             "-t",
             "0",
             "-p",
-            "RTHIGH",
+            priority,
             "-w",
             "PERIODIC",
         ])
@@ -442,4 +454,295 @@ fn hourglass_trace_attributes_preemption_gaps() {
     assert!(k["events"].as_u64().unwrap() > 0, "{k}");
     assert!(dir.join("attribution.csv").exists());
     assert_same(&before, "ran hourglass --trace");
+}
+
+/// A tracing instance of the test's own, on CPU 1, read as the kernel's text: the independent
+/// record the wakeup path is checked against. Removed when dropped.
+struct Independent {
+    dir: PathBuf,
+}
+
+impl Independent {
+    fn start() -> Independent {
+        let dir = PathBuf::from(TRACEFS).join(format!("instances/sgcheck-{}", std::process::id()));
+        let _ = std::fs::remove_dir(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        let set = |f: &str, v: &str| {
+            std::fs::write(dir.join(f), v).unwrap_or_else(|e| panic!("{f} <- {v}: {e}"))
+        };
+        set("tracing_on", "0");
+        set("trace_clock", "mono");
+        set("tracing_cpumask", "2");
+        set("buffer_size_kb", "32768");
+        for e in [
+            "sched/sched_switch",
+            "sched/sched_wakeup",
+            "irq_vectors/local_timer_entry",
+        ] {
+            if dir.join("events").join(e).is_dir() {
+                set(&format!("events/{e}/enable"), "1");
+            }
+        }
+        set("tracing_on", "1");
+        Independent { dir }
+    }
+
+    /// The recorded events, after stopping: (CLOCK_MONOTONIC ns, event name, its arguments).
+    fn stop_and_read(&self) -> Vec<(u64, String, String)> {
+        std::fs::write(self.dir.join("tracing_on"), "0").unwrap();
+        let text = std::fs::read_to_string(self.dir.join("trace")).unwrap();
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| {
+                // "  comm-pid  [001] d.h1.  1234.567890: local_timer_entry: vector=236"
+                let (head, rest) = l.split_once(": ")?;
+                let ts = head.split_whitespace().last()?;
+                let (sec, usec) = ts.split_once('.')?;
+                let ns =
+                    sec.parse::<u64>().ok()? * 1_000_000_000 + usec.parse::<u64>().ok()? * 1_000;
+                let (name, args) = rest.split_once(": ").unwrap_or((rest, ""));
+                Some((ns, name.to_string(), args.to_string()))
+            })
+            .collect()
+    }
+}
+
+impl Drop for Independent {
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.dir.join("tracing_on"), "0");
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// `key=value` in a text event's arguments.
+fn arg<'a>(args: &'a str, key: &str) -> Option<&'a str> {
+    args.split_whitespace()
+        .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+}
+
+/// One attributed delay of `attribution.csv`: its release and read (absolute), its path, and
+/// its shares (name, why, ns).
+struct Delay {
+    start: u64,
+    end: u64,
+    irq: Option<u64>,
+    wakeup: Option<u64>,
+    switch: Option<u64>,
+    shares: Vec<(String, String, u64)>,
+}
+
+fn delays(run: &Path) -> Vec<Delay> {
+    let zero = json(&run.join("manifest.json"))["clock"]["run_start_monotonic_ns"]
+        .as_u64()
+        .unwrap();
+    let text = std::fs::read_to_string(run.join("attribution.csv")).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("cpu,start_ns,end_ns,from_ns,kind,name,ns,why,policy,irq_ns,wakeup_ns,switch_ns")
+    );
+    let mut out: Vec<Delay> = Vec::new();
+    for l in lines {
+        // Names are quoted and may hold commas: split the quoted fields out first.
+        let q: Vec<&str> = l.split('"').collect();
+        let (head, name, mid, tail) = (q[0], q[1], q[2], q[q.len() - 1]);
+        let h: Vec<&str> = head.split(',').collect();
+        let m: Vec<&str> = mid.split(',').collect();
+        let t: Vec<&str> = tail.split(',').collect();
+        let abs = |s: &str| s.parse::<u64>().ok().map(|v| v + zero);
+        let start = abs(h[1]).unwrap();
+        let share = (name.to_string(), m[2].to_string(), m[1].parse().unwrap());
+        match out.last_mut() {
+            Some(d) if d.start == start => d.shares.push(share),
+            _ => out.push(Delay {
+                start,
+                end: abs(h[2]).unwrap(),
+                irq: abs(t[1]),
+                wakeup: abs(t[2]),
+                switch: abs(t[3]),
+                shares: vec![share],
+            }),
+        }
+    }
+    out
+}
+
+/// A wakeup's path in the independent record: timer interrupt entry, wakeup, switch-in (each
+/// when it came before the thread read the clock), and the task switched out for it.
+type RecordPath = (u64, Option<u64>, Option<u64>, String);
+
+/// The independent record's timer interrupt, wakeup and switch-in of the release at `release`
+/// of thread `tid` that it read at `read`, and the task switched out for it: the first wakeup
+/// of the thread from the release on, the last timer interrupt entry before it, and the first
+/// switch to the thread after it (none when the thread was still current when its timer
+/// woke it: it read the clock before any switch).
+fn independent_path(
+    events: &[(u64, String, String)],
+    tid: &str,
+    release: u64,
+    read: u64,
+) -> Option<RecordPath> {
+    let from = events.partition_point(|e| e.0 + 2_000 < release);
+    let woken = events[from..]
+        .iter()
+        .position(|e| e.1 == "sched_wakeup" && arg(&e.2, "pid") == Some(tid))?
+        + from;
+    let irq = events[..woken]
+        .iter()
+        .rposition(|e| e.1 == "local_timer_entry")?;
+    let on = events[woken..]
+        .iter()
+        .position(|e| e.1 == "sched_switch" && arg(&e.2, "next_pid") == Some(tid))
+        .map(|i| i + woken)
+        .filter(|&i| events[i].0 <= read + 2_000);
+    let prev = on
+        .and_then(|i| arg(&events[i].2, "prev_comm"))
+        .unwrap_or("")
+        .to_string();
+    Some((
+        events[irq].0,
+        (events[woken].0 <= read + 2_000).then_some(events[woken].0),
+        on.map(|i| events[i].0),
+        prev,
+    ))
+}
+
+/// Runs `timer -c 1 -d 8s --trace` with `extra` arguments beside the independent record;
+/// returns the run directory, the timer thread's id, its delays and the record.
+fn traced_timer(dir: &Path, extra: &[&str]) -> (String, Vec<Delay>, Vec<(u64, String, String)>) {
+    let record = Independent::start();
+    let out = Command::cargo_bin("sandglass")
+        .unwrap()
+        .args(["timer", "-c", "1", "-d", "8s", "--trace", "--json"])
+        .args(extra)
+        .arg("-o")
+        .arg(dir)
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let events = record.stop_and_read();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let tid = v["cpus"][0]["tid"].as_i64().unwrap().to_string();
+    let lat = &v["causes"]["kernel"]["latency"][0];
+    assert_eq!(lat["cpu"], 1, "{v}");
+    assert!(lat["activations"].as_u64().unwrap() > 7_000, "{lat}");
+    assert!(lat["irq_ns"]["p50"].as_u64().is_some(), "{lat}");
+    assert!(lat["thread_ns"]["p50"].as_u64().is_some(), "{lat}");
+    (tid, delays(dir), events)
+}
+
+/// Checks every attributed delay's path against the independent record, within 5 µs; returns
+/// each delay with the record's path.
+fn check_paths<'a>(
+    tid: &str,
+    delays: &'a [Delay],
+    events: &[(u64, String, String)],
+) -> Vec<(&'a Delay, RecordPath)> {
+    assert!(!delays.is_empty(), "no delay was attributed");
+    let near = |a: Option<u64>, b: Option<u64>| match (a, b) {
+        (Some(a), Some(b)) => a.abs_diff(b) <= 5_000,
+        (None, None) => true,
+        _ => false,
+    };
+    let mut out = Vec::new();
+    for d in delays {
+        let p = independent_path(events, tid, d.start, d.end);
+        let at = format!(
+            "delay at {} ({} ns): sandglass {:?}/{:?}/{:?}, record {:?}",
+            d.start,
+            d.end - d.start,
+            d.irq,
+            d.wakeup,
+            d.switch,
+            p
+        );
+        // A release the thread did not sleep for (the previous one ran past it) has no
+        // wakeup of its own before the thread read the clock.
+        let Some(p) = p.filter(|p| p.1.is_some()) else {
+            assert_eq!(d.wakeup, None, "{at}");
+            continue;
+        };
+        assert!(near(d.irq, Some(p.0)), "timer interrupt: {at}");
+        assert!(near(d.wakeup, p.1), "wakeup: {at}");
+        assert!(near(d.switch, p.2), "switch-in: {at}");
+        out.push((d, p));
+    }
+    out
+}
+
+/// Issue acceptance: with a SCHED_OTHER spinner on the measured CPU, every late wakeup's timer
+/// interrupt, wakeup and switch-in agree with an independent record of the CPU within 5 µs,
+/// and the spinner is never charged time before the wakeup.
+#[test]
+fn wakeup_path_matches_an_independent_record_beside_a_spinner() {
+    if !tracing_available() {
+        return;
+    }
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let (tid, delays, events) = traced_timer(&tmp.path().join("spinner"), &["--load", "cpu:1@1"]);
+    assert!(
+        events
+            .iter()
+            .any(|e| e.1 == "sched_switch" && arg(&e.2, "next_comm") == Some("load-cpu-0")),
+        "the spinner never ran on CPU 1"
+    );
+    let checked = check_paths(&tid, &delays, &events);
+    for (d, p) in &checked {
+        for (name, _, ns) in &d.shares {
+            if name.starts_with("load-cpu-0:") {
+                // Its time must fit between the record's wakeup and switch-in.
+                let waited = p.2.unwrap_or(d.end).saturating_sub(p.1.unwrap_or(d.start));
+                assert!(
+                    *ns <= waited + 5_000,
+                    "{name} charged {ns} ns, but the thread waited {waited} ns after its wakeup",
+                );
+            }
+        }
+    }
+    eprintln!(
+        "{} delays checked against the independent record",
+        checked.len()
+    );
+}
+
+/// Issue acceptance: with a SCHED_FIFO 99 thread that runs 2 ms every 100 ms on the measured
+/// CPU, the paths agree with the independent record within 5 µs, and every delay the burst
+/// held after the wakeup names it first.
+#[test]
+fn wakeup_path_names_a_fifo_99_burst() {
+    if !tracing_available() {
+        return;
+    }
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(mut child) = burst(&tmp.path().join("burst"), 12, "f:99") else {
+        return;
+    };
+    std::thread::sleep(Duration::from_millis(1500));
+    let (tid, delays, events) = traced_timer(&tmp.path().join("timer"), &[]);
+    let _ = child.wait();
+    let checked = check_paths(&tid, &delays, &events);
+    let mut held = 0;
+    for (d, p) in &checked {
+        let waited = p.2.unwrap_or(0).saturating_sub(p.1.unwrap_or(0));
+        if p.3 == "sg-hourglass-0" && waited > 100_000 {
+            held += 1;
+            let (name, why, _) = &d.shares[0];
+            assert!(
+                name.starts_with("sg-hourglass-0:") && why == "higher or equal priority",
+                "delay at {}: {:?}",
+                d.start,
+                d.shares
+            );
+        }
+    }
+    eprintln!("{} delays checked, {held} held by the burst", checked.len());
+    assert!(held >= 30, "only {held} delays were held by the burst");
 }

@@ -2,6 +2,7 @@
 //! delays, periodic trains, and the busiest interrupt sources per CPU.
 
 use crate::text::count;
+use sandglass::causes::attribute::{CauseKind, Why};
 use sandglass::causes::Causes;
 use sandglass::Nanos;
 use std::io::{self, Write};
@@ -130,20 +131,28 @@ fn write_kernel(w: &mut dyn Write, k: &sandglass::causes::KernelCauses) -> io::R
     }
     writeln!(
         w,
-        "  {:>4}  {:<11}  {:<40}  {:>7}  {:>12}  {:>12}",
-        "CPU", "kind", "cause", "count", "stolen", "longest"
+        "  {:>4}  {:<13}  {:<34}  {:<18}  {:>7}  {:>10}  {:>10}",
+        "CPU", "kind", "cause", "policy", "count", "stolen", "longest"
     )?;
     for c in k.causes.iter().take(CAUSES) {
         writeln!(
             w,
-            "  {:>4}  {:<11}  {:<40}  {:>7}  {:>12}  {:>12}",
+            "  {:>4}  {:<13}  {:<34}  {:<18}  {:>7}  {:>10}  {:>10}",
             c.cpu,
-            c.kind.as_str(),
-            clip(&c.name, 40),
+            Why::kind_text(c.why, c.kind),
+            clip(&c.name, 34),
+            clip(c.policy.as_deref().unwrap_or(""), 18),
             count(c.count),
             Nanos(c.stolen_ns).to_string(),
             Nanos(c.max_ns).to_string()
         )?;
+    }
+    let shown = &k.causes[..k.causes.len().min(CAUSES)];
+    if shown
+        .iter()
+        .any(|c| c.why.is_some() || c.kind == CauseKind::Timer)
+    {
+        writeln!(w, "  {LEGEND}")?;
     }
     let named = |c: &sandglass::causes::attribute::Cause| {
         format!("{} {} on CPU {}", c.kind.as_str(), c.name, c.cpu)
@@ -169,6 +178,36 @@ fn write_kernel(w: &mut dyn Write, k: &sandglass::causes::KernelCauses) -> io::R
             Nanos(e.end_ns - e.start_ns),
             parts.join(", ")
         )?;
+        if let Some(p) = &e.path {
+            writeln!(w, "      {}", path_text(e.start_ns, p))?;
+        }
+    }
+    if !k.latency.is_empty() {
+        writeln!(
+            w,
+            "  every wakeup in the trace, from the timer's expiry (as rtla timerlat):"
+        )?;
+        writeln!(
+            w,
+            "  {:>4}  {:>8}  {:>6}  {:>9}  {:>9}  {:>9}  {:>9}",
+            "CPU", "wakeups", "", "min", "p50", "p99", "max"
+        )?;
+        for l in &k.latency {
+            for (what, d) in [("IRQ", &l.irq_ns), ("thread", &l.thread_ns)] {
+                let Some(d) = d else { continue };
+                writeln!(
+                    w,
+                    "  {:>4}  {:>8}  {:>6}  {:>9}  {:>9}  {:>9}  {:>9}",
+                    l.cpu,
+                    count(l.activations),
+                    what,
+                    Nanos(d.min.max(0) as u64).to_string(),
+                    Nanos(d.p50).to_string(),
+                    Nanos(d.p99).to_string(),
+                    Nanos(d.max.max(0) as u64).to_string()
+                )?;
+            }
+        }
     }
     let mut handlers: Vec<&sandglass::causes::attribute::Handler> = k.handlers.iter().collect();
     handlers.sort_by_key(|h| std::cmp::Reverse(h.max_ns));
@@ -185,6 +224,25 @@ fn write_kernel(w: &mut dyn Write, k: &sandglass::causes::KernelCauses) -> io::R
         )?;
     }
     Ok(())
+}
+
+/// What the kinds of a traced cause mean, printed under the table.
+pub const LEGEND: &str = "thread:prio ran first by its higher or equal priority; thread:kernel held the CPU after the wakeup in a kernel section that could not be preempted; timer: the timer interrupt itself came late (cpu busy: interrupts off, or the hypervisor; cpu idle: the hypervisor or a deep idle state)";
+
+/// A late wakeup's path: when the timer interrupt came, the thread woke and it was switched in,
+/// from the release.
+pub fn path_text(release_ns: u64, p: &sandglass::causes::wakeup::Activation) -> String {
+    let after = |t: Option<u64>| {
+        t.map_or("?".to_string(), |t| {
+            format!("+{}", Nanos(t.saturating_sub(release_ns)))
+        })
+    };
+    format!(
+        "timer interrupt {}, woken {}, switched in {}",
+        after(p.irq_ns),
+        after(p.wakeup_ns),
+        after(p.switch_ns)
+    )
 }
 
 fn clip(s: &str, n: usize) -> String {

@@ -12,7 +12,6 @@
 //! between polls (oslat's memmove) models a polling application that touches memory.
 
 use crate::causes::spikes::SpikeLog;
-use crate::causes::trains::Spike;
 use crate::clock::CounterChoice;
 use crate::cpulist::CpuList;
 use crate::engine::Record;
@@ -577,9 +576,13 @@ pub fn build(
     );
     if m.kernel.is_some() {
         // With the kernel's events, every interruption is explained, not only the spikes.
-        let all: Vec<(usize, &[Spike])> = spikes
+        let all: Vec<crate::causes::CpuSpikes> = spikes
             .iter()
-            .map(|l| (l.cpu(), l.all().unwrap_or_default()))
+            .map(|l| crate::causes::CpuSpikes {
+                cpu: l.cpu(),
+                tid: None,
+                spikes: l.all().unwrap_or_default(),
+            })
             .collect();
         causes.kernel = crate::causes::attribute_run(m, &all);
         warnings.extend(

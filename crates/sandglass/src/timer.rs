@@ -723,8 +723,15 @@ pub fn build(
                 (l.cpu(), v)
             })
             .collect();
-        let refs: Vec<(usize, &[crate::causes::trains::Spike])> =
-            all.iter().map(|(c, v)| (*c, v.as_slice())).collect();
+        // Each spike runs from a release to the thread's read of the clock: a late wakeup.
+        let refs: Vec<crate::causes::CpuSpikes> = all
+            .iter()
+            .map(|(c, v)| crate::causes::CpuSpikes {
+                cpu: *c,
+                tid: out.iter().find(|x| x.cpu == *c).map(|x| x.tid),
+                spikes: v.as_slice(),
+            })
+            .collect();
         causes.kernel = crate::causes::attribute_run(m, &refs);
         warnings.extend(
             causes

@@ -131,8 +131,9 @@ pub fn causes(p: &mut Page, c: Option<&Causes>) {
             .map(|c| {
                 vec![
                     c.cpu.to_string(),
-                    c.kind.as_str().to_string(),
+                    sandglass::causes::attribute::Why::kind_text(c.why, c.kind),
                     c.name.clone(),
+                    c.policy.clone().unwrap_or_default(),
                     count(c.count),
                     Nanos(c.stolen_ns).to_string(),
                     Nanos(c.max_ns).to_string(),
@@ -141,9 +142,74 @@ pub fn causes(p: &mut Page, c: Option<&Causes>) {
             .collect();
         if !rows.is_empty() {
             p.table(
-                &["CPU", "kind", "cause", "delays", "time taken", "longest"],
+                &[
+                    "CPU",
+                    "kind",
+                    "cause",
+                    "policy",
+                    "delays",
+                    "time taken",
+                    "longest",
+                ],
                 &rows,
                 &[2],
+            );
+            p.text(crate::causes::LEGEND);
+        }
+        let rows: Vec<Vec<String>> = k
+            .largest
+            .iter()
+            .take(10)
+            .filter_map(|e| {
+                let path = e.path.as_ref()?;
+                Some(vec![
+                    e.cpu.to_string(),
+                    seconds(e.start_ns),
+                    Nanos(e.end_ns - e.start_ns).to_string(),
+                    crate::causes::path_text(e.start_ns, path),
+                    e.shares
+                        .iter()
+                        .take(3)
+                        .map(|s| format!("{} {}", s.name, Nanos(s.ns)))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                ])
+            })
+            .collect();
+        if !rows.is_empty() {
+            p.subsection("The largest late wakeups, along their path");
+            p.table(
+                &["CPU", "release at", "late by", "path", "what took the time"],
+                &rows,
+                &[3, 4],
+            );
+        }
+        let rows: Vec<Vec<String>> = k
+            .latency
+            .iter()
+            .flat_map(|l| {
+                [("IRQ", &l.irq_ns), ("thread", &l.thread_ns)]
+                    .into_iter()
+                    .filter_map(move |(what, d)| {
+                        let d = d.as_ref()?;
+                        Some(vec![
+                            l.cpu.to_string(),
+                            what.to_string(),
+                            count(l.activations),
+                            Nanos(d.min.max(0) as u64).to_string(),
+                            Nanos(d.p50).to_string(),
+                            Nanos(d.p99).to_string(),
+                            Nanos(d.max.max(0) as u64).to_string(),
+                        ])
+                    })
+            })
+            .collect();
+        if !rows.is_empty() {
+            p.subsection("IRQ and thread latency of every wakeup (from the timer's expiry)");
+            p.table(
+                &["CPU", "latency", "wakeups", "min", "p50", "p99", "max"],
+                &rows,
+                &[],
             );
         }
         let mut handlers: Vec<&sandglass::causes::attribute::Handler> = k.handlers.iter().collect();

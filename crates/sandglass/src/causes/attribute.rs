@@ -18,6 +18,7 @@
 //! that is where the host's steal shows.
 
 use super::tracefs_raw::Event;
+use super::wakeup::{self, Activation, WakeLatency};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
@@ -40,6 +41,8 @@ pub enum CauseKind {
     Irq,
     Softirq,
     Thread,
+    /// The timer interrupt came late (see [`TIMER_LATE_IDLE`] and [`TIMER_LATE_BUSY`]).
+    Timer,
     Unexplained,
 }
 
@@ -50,6 +53,7 @@ impl CauseKind {
             CauseKind::Irq => "irq",
             CauseKind::Softirq => "softirq",
             CauseKind::Thread => "thread",
+            CauseKind::Timer => "timer",
             CauseKind::Unexplained => "unexplained",
         }
     }
@@ -69,6 +73,59 @@ pub const IDLE: &str = "cpu idle while due";
 pub const MEASURED: &str = "measuring thread running";
 /// Unexplained time outside the trace (before its first or after its last event).
 pub const NOT_TRACED: &str = "not traced";
+/// The timer interrupt of a wakeup came late while the CPU was idle: nothing on the CPU held
+/// it back. On a virtual machine the host delivered it late; on bare metal the CPU was waking
+/// from a deep idle state.
+pub const TIMER_LATE_IDLE: &str = "timer interrupt late, cpu idle";
+/// The timer interrupt of a wakeup came late while a task ran: interrupts were off in the
+/// kernel, or on a virtual machine the host delivered it late. The task is not charged: a
+/// thread cannot delay an interrupt except by turning interrupts off.
+pub const TIMER_LATE_BUSY: &str = "timer interrupt late, cpu busy";
+/// The measuring thread's way from the switch-in back to user space, where it read the clock.
+pub const RETURN: &str = "return to user space";
+/// The woken thread waited for the CPU to leave the idle task.
+pub const IDLE_EXIT: &str = "leaving idle";
+
+/// Why a thread that ran after the measuring thread woke held the CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Why {
+    /// Its priority was higher than, or equal to, the measuring thread's: the scheduler rightly
+    /// ran it first.
+    Priority,
+    /// Its priority was lower: it held the CPU in a kernel section that could not be preempted
+    /// (with `preempt=none` or `voluntary`, any system call until its next preemption point).
+    NonPreemptible,
+}
+
+impl Why {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Why::Priority => "higher or equal priority",
+            Why::NonPreemptible => "non-preemptible kernel section",
+        }
+    }
+
+    /// A cause's kind with this reason, in a table's narrow column: `thread:prio`,
+    /// `thread:kernel`.
+    pub fn kind_text(why: Option<Why>, kind: CauseKind) -> String {
+        match why {
+            Some(Why::Priority) => "thread:prio".to_string(),
+            Some(Why::NonPreemptible) => "thread:kernel".to_string(),
+            None => kind.as_str().to_string(),
+        }
+    }
+}
+
+/// A kernel priority as a policy and priority: `rt 99` (SCHED_FIFO or SCHED_RR), `nice 0`
+/// (SCHED_OTHER, BATCH or IDLE), `deadline`.
+pub fn prio_text(prio: i32) -> String {
+    match prio {
+        p if p < 0 => "deadline".to_string(),
+        p if p < 100 => format!("rt {}", 99 - p),
+        p => format!("nice {}", p - 120),
+    }
+}
 
 /// Who a CPU's time was charged to.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -144,6 +201,8 @@ struct Segment {
 /// One CPU's time, cut into segments.
 struct Timeline {
     segments: Vec<Segment>,
+    /// Each task's kernel priority, as its last switch showed it.
+    prio: HashMap<i32, i32>,
 }
 
 /// Interned contexts.
@@ -183,6 +242,7 @@ fn timeline<'a>(
     let mut seen_switch = false;
     let mut task_pid: Option<i32> = None;
     let mut comms: HashMap<i32, String> = HashMap::new();
+    let mut prio: HashMap<i32, i32> = HashMap::new();
     for e in events {
         let ts = e.ts_ns;
         if let Some(prev) = last {
@@ -227,10 +287,14 @@ fn timeline<'a>(
             Event::Switch {
                 prev_pid,
                 prev_comm,
+                prev_prio,
                 next_pid,
                 next_comm,
+                next_prio,
                 ..
             } => {
+                prio.insert(*prev_pid, *prev_prio);
+                prio.insert(*next_pid, *next_prio);
                 comms.insert(*prev_pid, prev_comm.clone());
                 comms.insert(*next_pid, next_comm.clone());
                 task_pid = Some(*next_pid);
@@ -293,7 +357,7 @@ fn timeline<'a>(
             _ => {}
         }
     }
-    Timeline { segments }
+    Timeline { segments, prio }
 }
 
 /// Pops `stack` down to the innermost entry that `f` matches; an exit without one (its entry
@@ -310,6 +374,10 @@ pub struct Window {
     pub cpu: usize,
     pub start_ns: u64,
     pub end_ns: u64,
+    /// For a late wakeup: the thread that slept until the release at `start_ns` and read the
+    /// clock at `end_ns`. Its window is cut along the wakeup's path. None for a gap of a polling
+    /// thread.
+    pub tid: Option<i32>,
 }
 
 /// How far back a window may reach to the start of a busy stretch.
@@ -321,6 +389,11 @@ pub struct Cause {
     pub cpu: usize,
     pub kind: CauseKind,
     pub name: String,
+    /// For a thread that delayed a wakeup: why it could, and its policy and priority.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<Why>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
     pub count: u64,
     pub stolen_ns: u64,
     pub max_ns: u64,
@@ -351,6 +424,10 @@ pub struct Share {
     pub kind: CauseKind,
     pub name: String,
     pub ns: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<Why>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
 }
 
 /// One explained window.
@@ -363,15 +440,20 @@ pub struct Explained {
     pub from_ns: u64,
     /// Largest first.
     pub shares: Vec<Share>,
+    /// For a late wakeup: its path through the kernel, when the trace holds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<Activation>,
 }
 
 /// The attribution of a run's windows.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Attribution {
     pub windows: u64,
     /// By stolen time, largest first.
     pub causes: Vec<Cause>,
     pub handlers: Vec<Handler>,
+    /// Per measuring thread that sleeps on a timer: its wakeups' IRQ and thread latency.
+    pub latency: Vec<WakeLatency>,
     /// Every window, in the order given.
     #[serde(skip)]
     pub explained: Vec<Explained>,
@@ -389,6 +471,7 @@ pub fn attribute(
     let mut totals: HashMap<(usize, CauseKind, String), Cause> = HashMap::new();
     let mut handlers: HashMap<(usize, CauseKind, String), Handler> = HashMap::new();
     let mut explained: Vec<Option<Explained>> = vec![None; windows.len()];
+    let mut latency = Vec::new();
     for &cpu in cpus {
         let tl = timeline(events.iter().filter(|e| e.cpu == cpu), measured, &mut ctxs);
         let segs = &tl.segments;
@@ -416,8 +499,20 @@ pub fn attribute(
             let b = HANDLER_BUCKETS_NS.partition_point(|&ub| ub <= ns);
             h.buckets[b] += 1;
         }
+        let acts = wakeup::activations(events.iter().filter(|e| e.cpu == cpu), cpu, measured);
+        let mut tids: Vec<i32> = acts.iter().map(|a| a.tid).collect();
+        tids.sort_unstable();
+        tids.dedup();
+        latency.extend(tids.iter().map(|&t| wakeup::latency(cpu, t, &acts)));
         for (wi, w) in windows.iter().enumerate().filter(|(_, w)| w.cpu == cpu) {
-            let e = explain_window(segs, &ctxs, w);
+            let e = match w.tid {
+                Some(tid) => {
+                    let mine: Vec<Activation> =
+                        acts.iter().filter(|a| a.tid == tid).copied().collect();
+                    explain_wakeup(&tl, &ctxs, w, tid, &mine)
+                }
+                None => explain_gap(&tl, &ctxs, w),
+            };
             for sh in &e.shares {
                 let c = totals
                     .entry((cpu, sh.kind, sh.name.clone()))
@@ -425,6 +520,8 @@ pub fn attribute(
                         cpu,
                         kind: sh.kind,
                         name: sh.name.clone(),
+                        why: sh.why,
+                        policy: sh.policy.clone(),
                         count: 0,
                         stolen_ns: 0,
                         max_ns: 0,
@@ -454,12 +551,82 @@ pub fn attribute(
         windows: explained.iter().flatten().count() as u64,
         causes,
         handlers,
+        latency,
         explained: explained.into_iter().flatten().collect(),
     }
 }
 
-/// What ran during one window.
-fn explain_window(segs: &[Segment], ctxs: &Contexts, w: &Window) -> Explained {
+/// A share of a window before its time is known: what a context is charged as.
+fn label(ctx: &Ctx, prio: &HashMap<i32, i32>) -> Share {
+    let (kind, name) = ctx.cause();
+    let policy = match ctx {
+        Ctx::Thread { pid, .. } => prio.get(pid).map(|&p| prio_text(p)),
+        _ => None,
+    };
+    Share {
+        kind,
+        name,
+        ns: 0,
+        why: None,
+        policy,
+    }
+}
+
+/// Adds what ran on the CPU from `from` to `to` to `out`, each context charged as `label` says;
+/// returns the time the segments covered.
+fn charge(
+    segs: &[Segment],
+    ctxs: &Contexts,
+    (from, to): (u64, u64),
+    label: &dyn Fn(&Ctx) -> Share,
+    out: &mut Vec<Share>,
+) -> u64 {
+    if to <= from {
+        return 0;
+    }
+    let first = segs.partition_point(|s| s.end <= from);
+    let mut covered = 0;
+    for s in segs[first..].iter().take_while(|s| s.start < to) {
+        let ns = s.end.min(to).saturating_sub(s.start.max(from));
+        if ns == 0 {
+            continue;
+        }
+        covered += ns;
+        let sh = label(&ctxs.all[s.ctx]);
+        match out
+            .iter_mut()
+            .find(|x| x.kind == sh.kind && x.name == sh.name && x.why == sh.why)
+        {
+            Some(x) => x.ns += ns,
+            None => out.push(Share { ns, ..sh }),
+        }
+    }
+    covered
+}
+
+/// The window's shares, largest first, with the time no segment covered as [`NOT_TRACED`].
+fn finish(w: &Window, from: u64, mut out: Vec<Share>, covered: u64) -> Vec<Share> {
+    let missing = (w.end_ns.max(w.start_ns) - from).saturating_sub(covered);
+    if missing > 0 {
+        match out.iter_mut().find(|s| s.name == NOT_TRACED) {
+            Some(s) => s.ns += missing,
+            None => out.push(Share {
+                kind: CauseKind::Unexplained,
+                name: NOT_TRACED.to_string(),
+                ns: missing,
+                why: None,
+                policy: None,
+            }),
+        }
+    }
+    out.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.name.cmp(&b.name)));
+    out
+}
+
+/// What ran during one gap window: when the CPU was busy at its start, the window reaches back
+/// to the start of that busy stretch.
+fn explain_gap(tl: &Timeline, ctxs: &Contexts, w: &Window) -> Explained {
+    let segs = &tl.segments;
     let end = w.end_ns.max(w.start_ns);
     // The first segment that ends after the window starts.
     let mut first = segs.partition_point(|s| s.end <= w.start_ns);
@@ -476,47 +643,105 @@ fn explain_window(segs: &[Segment], ctxs: &Contexts, w: &Window) -> Explained {
         }
         from = segs[first].start.max(limit).min(w.start_ns);
     }
-    let mut shares: Vec<(usize, u64)> = Vec::new();
-    let mut covered = 0u64;
-    for s in segs[first.min(segs.len())..]
-        .iter()
-        .take_while(|s| s.start < end)
-    {
-        let ns = s.end.min(end).saturating_sub(s.start.max(from));
-        if ns == 0 {
-            continue;
-        }
-        covered += ns;
-        match shares.iter_mut().find(|(c, _)| *c == s.ctx) {
-            Some(x) => x.1 += ns,
-            None => shares.push((s.ctx, ns)),
-        }
-    }
-    let mut out: Vec<Share> = shares
-        .into_iter()
-        .map(|(c, ns)| {
-            let (kind, name) = ctxs.all[c].cause();
-            Share { kind, name, ns }
-        })
-        .collect();
-    let missing = (end - from).saturating_sub(covered);
-    if missing > 0 {
-        match out.iter_mut().find(|s| s.name == NOT_TRACED) {
-            Some(s) => s.ns += missing,
-            None => out.push(Share {
-                kind: CauseKind::Unexplained,
-                name: NOT_TRACED.to_string(),
-                ns: missing,
-            }),
-        }
-    }
-    out.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.name.cmp(&b.name)));
+    let mut out = Vec::new();
+    let covered = charge(segs, ctxs, (from, end), &|c| label(c, &tl.prio), &mut out);
     Explained {
         cpu: w.cpu,
         start_ns: w.start_ns,
         end_ns: w.end_ns,
         from_ns: from,
-        shares: out,
+        shares: finish(w, from, out, covered),
+        path: None,
+    }
+}
+
+/// What delayed one wakeup, cut along its path (see the module's documentation): nothing before
+/// the wakeup is charged to a thread.
+fn explain_wakeup(
+    tl: &Timeline,
+    ctxs: &Contexts,
+    w: &Window,
+    tid: i32,
+    acts: &[Activation],
+) -> Explained {
+    let segs = &tl.segments;
+    let (release, read) = (w.start_ns, w.end_ns.max(w.start_ns));
+    let path = wakeup::find(acts, release, read).copied();
+    let clamp = |t: Option<u64>| t.map(|t| t.clamp(release, read));
+    let wakeup_at = path.and_then(|a| clamp(a.wakeup_ns));
+    let irq_at = path
+        .and_then(|a| clamp(a.irq_ns.or(a.callback_ns)))
+        .or(wakeup_at);
+    let switch_at = path.and_then(|a| clamp(a.switch_ns));
+    let mine = path
+        .and_then(|a| a.prio)
+        .or_else(|| tl.prio.get(&tid).copied());
+    // After the wakeup: a thread that held the CPU did so by priority or in a section that
+    // could not be preempted.
+    let runnable = |c: &Ctx| -> Share {
+        let mut sh = label(c, &tl.prio);
+        match c {
+            Ctx::Thread { pid, .. } => {
+                let theirs = tl.prio.get(pid).copied();
+                sh.why = Some(match (theirs, mine) {
+                    (Some(t), Some(m)) if t > m => Why::NonPreemptible,
+                    _ => Why::Priority,
+                });
+            }
+            Ctx::Idle => sh.name = IDLE_EXIT.to_string(),
+            _ => {}
+        }
+        sh
+    };
+    let mut out = Vec::new();
+    let mut covered = 0;
+    match (irq_at, wakeup_at) {
+        (Some(irq), Some(woken)) => {
+            // Before the timer interrupt: only a handler (interrupts off) or NMI held it back.
+            let late = |c: &Ctx| -> Share {
+                match c {
+                    Ctx::Irq(_) | Ctx::Vector(_) | Ctx::Nmi | Ctx::Unknown => label(c, &tl.prio),
+                    Ctx::Idle => timer_late(TIMER_LATE_IDLE),
+                    _ => timer_late(TIMER_LATE_BUSY),
+                }
+            };
+            covered += charge(segs, ctxs, (release, irq), &late, &mut out);
+            covered += charge(segs, ctxs, (irq, woken), &|c| label(c, &tl.prio), &mut out);
+            let on = switch_at.unwrap_or(read).max(woken);
+            covered += charge(segs, ctxs, (woken, on), &runnable, &mut out);
+            let back = |c: &Ctx| -> Share {
+                let mut sh = label(c, &tl.prio);
+                if matches!(c, Ctx::Measured) {
+                    sh.name = RETURN.to_string();
+                }
+                sh
+            };
+            covered += charge(segs, ctxs, (on, read), &back, &mut out);
+        }
+        _ => {
+            // No wakeup in the trace: the thread did not sleep (its previous activation ran
+            // past this release) and was runnable from the release on.
+            covered += charge(segs, ctxs, (release, read), &runnable, &mut out);
+        }
+    }
+    Explained {
+        cpu: w.cpu,
+        start_ns: w.start_ns,
+        end_ns: w.end_ns,
+        from_ns: release,
+        shares: finish(w, release, out, covered),
+        path,
+    }
+}
+
+/// A share of a late timer interrupt.
+fn timer_late(name: &str) -> Share {
+    Share {
+        kind: CauseKind::Timer,
+        name: name.to_string(),
+        ns: 0,
+        why: None,
+        policy: None,
     }
 }
 
@@ -539,6 +764,7 @@ mod tests {
             Event::Switch {
                 prev_pid: prev.0,
                 prev_comm: prev.1.to_string(),
+                prev_prio: 120,
                 prev_state: 0,
                 next_pid: next.0,
                 next_comm: next.1.to_string(),
@@ -597,6 +823,7 @@ mod tests {
             cpu: 1,
             start_ns: 1_500,
             end_ns: 12_500,
+            tid: None,
         };
         let a = attribute(&events, &[1], &[ME.0], &[w]);
         let e = &a.explained[0];
@@ -645,6 +872,7 @@ mod tests {
             cpu: 1,
             start_ns: 40_000,
             end_ns: 56_000,
+            tid: None,
         };
         let a = attribute(&events, &[1], &[ME.0], &[w]);
         let e = &a.explained[0];
@@ -669,6 +897,7 @@ mod tests {
             cpu: 1,
             start_ns: 1_000_000,
             end_ns: 2_305_000,
+            tid: None,
         };
         let a = attribute(&events, &[1], &[ME.0], &[w]);
         assert_eq!(a.causes[0].name, "hog:200");
@@ -684,6 +913,7 @@ mod tests {
             cpu: 1,
             start_ns: 2_500_000_000,
             end_ns: 2_600_000_000,
+            tid: None,
         };
         let a = attribute(&events, &[1], &[ME.0], &[w]);
         let e = &a.explained[0];
@@ -706,6 +936,7 @@ mod tests {
             cpu: 1,
             start_ns: 0,
             end_ns: 10_000,
+            tid: None,
         };
         let a = attribute(&events, &[1], &[ME.0], &[w]);
         let e = &a.explained[0];
@@ -732,6 +963,7 @@ mod tests {
             cpu: 1,
             start_ns: 0,
             end_ns: 8_000,
+            tid: None,
         };
         let a = attribute(&events, &[1], &[ME.0], &[w]);
         let e = &a.explained[0];
@@ -784,6 +1016,7 @@ mod tests {
             cpu: 1,
             start_ns: 500_000,
             end_ns: 2_103_000,
+            tid: None,
         };
         let a = attribute(&events, &[1], &[ME.0], &[w]);
         let e = &a.explained[0];
@@ -812,10 +1045,204 @@ mod tests {
             cpu: 1,
             start_ns: 0,
             end_ns: 5_000,
+            tid: None,
         };
         let a = attribute(&events, &[1], &[ME.0], &[w]);
         let e = &a.explained[0];
         assert_eq!(share(e, "hog:200"), 4_000);
         assert_eq!(share(e, "i8042"), 1_000);
+    }
+
+    fn switch_p(ts: u64, prev: (i32, &str, i32), next: (i32, &str, i32)) -> Traced {
+        ev(
+            ts,
+            Event::Switch {
+                prev_pid: prev.0,
+                prev_comm: prev.1.to_string(),
+                prev_prio: prev.2,
+                prev_state: 0,
+                next_pid: next.0,
+                next_comm: next.1.to_string(),
+                next_prio: next.2,
+            },
+        )
+    }
+
+    const TIMER: u64 = 0xffff_8880_0000_1000;
+
+    /// The events of one wakeup of ME (FIFO 95, kernel prio 4): it arms its timer for
+    /// `release`, the timer interrupt enters at `irq`, wakes it 2 µs later and leaves 1 µs
+    /// after that.
+    fn wakeup_events(release: u64, irq: u64) -> Vec<Traced> {
+        let mut arm = ev(
+            release - 900_000,
+            Event::HrtimerStart {
+                hrtimer: TIMER,
+                function: 1,
+                expires_ns: release as i64,
+                softexpires_ns: release as i64,
+            },
+        );
+        arm.pid = Some(ME.0);
+        vec![
+            arm,
+            ev(
+                irq,
+                Event::VectorEntry {
+                    name: "local_timer".into(),
+                    vector: 236,
+                },
+            ),
+            ev(
+                irq + 1_000,
+                Event::HrtimerEntry {
+                    hrtimer: TIMER,
+                    function: 1,
+                    now_ns: (irq + 1_000) as i64,
+                },
+            ),
+            ev(
+                irq + 2_000,
+                Event::Wakeup {
+                    waking: false,
+                    pid: ME.0,
+                    comm: ME.1.into(),
+                    target_cpu: 1,
+                },
+            ),
+            ev(
+                irq + 3_000,
+                Event::VectorExit {
+                    name: "local_timer".into(),
+                    vector: 236,
+                },
+            ),
+        ]
+    }
+
+    fn by_time(mut v: Vec<Traced>) -> Vec<Traced> {
+        v.sort_by_key(|e| e.ts_ns);
+        v
+    }
+
+    /// A SCHED_OTHER spinner runs when the timer interrupt comes 300 µs late: the lateness is
+    /// the timer's, and the spinner is charged only what it held after the wakeup.
+    #[test]
+    fn a_late_timer_is_its_own_cause_not_the_spinner() {
+        let (release, irq) = (1_000_000u64, 1_300_000u64);
+        let mut events = vec![
+            switch_p(150_000, (ME.0, ME.1, 4), (HOG.0, HOG.1, 120)),
+            switch_p(1_305_000, (HOG.0, HOG.1, 120), (ME.0, ME.1, 4)),
+            switch_p(1_310_000, (ME.0, ME.1, 4), (HOG.0, HOG.1, 120)),
+        ];
+        events.extend(wakeup_events(release, irq));
+        let events = by_time(events);
+        let w = Window {
+            cpu: 1,
+            start_ns: release,
+            end_ns: 1_307_000,
+            tid: Some(ME.0),
+        };
+        let a = attribute(&events, &[1], &[ME.0], &[w]);
+        let e = &a.explained[0];
+        assert_eq!(e.from_ns, release);
+        assert_eq!(share(e, TIMER_LATE_BUSY), 300_000);
+        assert_eq!(share(e, "local_timer"), 3_000);
+        // From the interrupt's exit to the switch: the spinner, in the kernel's way out.
+        let hog = e.shares.iter().find(|s| s.name == "hog:200").unwrap();
+        assert_eq!(hog.ns, 2_000);
+        assert_eq!(hog.why, Some(Why::NonPreemptible));
+        assert_eq!(hog.policy.as_deref(), Some("nice 0"));
+        assert_eq!(share(e, RETURN), 2_000);
+        let total: u64 = e.shares.iter().map(|s| s.ns).sum();
+        assert_eq!(total, 307_000);
+        let p = e.path.unwrap();
+        assert_eq!(
+            (p.expiry_ns, p.irq_ns, p.wakeup_ns, p.switch_ns),
+            (Some(release), Some(irq), Some(irq + 2_000), Some(1_305_000))
+        );
+        assert_eq!(a.causes[0].name, TIMER_LATE_BUSY);
+        assert_eq!(a.causes[0].kind, CauseKind::Timer);
+        assert_eq!(a.latency.len(), 1);
+        assert_eq!(a.latency[0].irq_ns.as_ref().unwrap().max, 301_000);
+    }
+
+    /// A FIFO 99 burst that began before the release holds the CPU after the wakeup: it is
+    /// charged from the wakeup to the switch-in, by priority.
+    #[test]
+    fn a_higher_priority_burst_is_charged_from_the_wakeup() {
+        let release = 1_000_000u64;
+        let burst = (300, "burst", 0);
+        let mut events = vec![
+            switch_p(150_000, (ME.0, ME.1, 4), (0, "swapper/1", 120)),
+            switch_p(200_000, (0, "swapper/1", 120), burst),
+            switch_p(2_200_000, burst, (ME.0, ME.1, 4)),
+        ];
+        events.extend(wakeup_events(release, release + 2_000));
+        let events = by_time(events);
+        let w = Window {
+            cpu: 1,
+            start_ns: release,
+            end_ns: 2_201_000,
+            tid: Some(ME.0),
+        };
+        let a = attribute(&events, &[1], &[ME.0], &[w]);
+        let e = &a.explained[0];
+        let b = e.shares.iter().find(|s| s.name == "burst:300").unwrap();
+        // From the interrupt's exit (release + 5 µs) to the switch-in.
+        assert_eq!(b.ns, 2_200_000 - (release + 5_000));
+        assert_eq!(b.why, Some(Why::Priority));
+        assert_eq!(b.policy.as_deref(), Some("rt 99"));
+        // The 2 µs before the interrupt: the burst ran, so the timer was (a little) late.
+        assert_eq!(share(e, TIMER_LATE_BUSY), 2_000);
+        assert_eq!(a.causes[0].name, "burst:300");
+    }
+
+    /// On an idle CPU a late timer interrupt is the idle kind.
+    #[test]
+    fn a_late_timer_on_an_idle_cpu() {
+        let release = 1_000_000u64;
+        let mut events = vec![
+            switch_p(150_000, (ME.0, ME.1, 4), (0, "swapper/1", 120)),
+            switch_p(1_206_000, (0, "swapper/1", 120), (ME.0, ME.1, 4)),
+            switch_p(1_210_000, (ME.0, ME.1, 4), (0, "swapper/1", 120)),
+        ];
+        events.extend(wakeup_events(release, release + 200_000));
+        let events = by_time(events);
+        let w = Window {
+            cpu: 1,
+            start_ns: release,
+            end_ns: 1_208_000,
+            tid: Some(ME.0),
+        };
+        let a = attribute(&events, &[1], &[ME.0], &[w]);
+        let e = &a.explained[0];
+        assert_eq!(share(e, TIMER_LATE_IDLE), 200_000);
+        assert_eq!(share(e, IDLE_EXIT), 3_000);
+        assert_eq!(share(e, RETURN), 2_000);
+    }
+
+    /// A release the thread did not sleep for (its previous activation ran past it): what ran
+    /// from the release on held it back.
+    #[test]
+    fn a_release_without_wakeup_is_charged_from_the_release() {
+        let events = vec![
+            switch_p(0, (0, "swapper/1", 120), (ME.0, ME.1, 4)),
+            switch_p(900_000, (ME.0, ME.1, 4), (HOG.0, HOG.1, 0)),
+            switch_p(1_400_000, (HOG.0, HOG.1, 0), (ME.0, ME.1, 4)),
+            switch_p(1_500_000, (ME.0, ME.1, 4), (0, "swapper/1", 120)),
+        ];
+        let w = Window {
+            cpu: 1,
+            start_ns: 1_000_000,
+            end_ns: 1_401_000,
+            tid: Some(ME.0),
+        };
+        let a = attribute(&events, &[1], &[ME.0], &[w]);
+        let e = &a.explained[0];
+        assert_eq!(e.path, None);
+        let hog = e.shares.iter().find(|s| s.name == "hog:200").unwrap();
+        assert_eq!((hog.ns, hog.why), (400_000, Some(Why::Priority)));
+        assert_eq!(share(e, MEASURED), 1_000);
     }
 }

@@ -13,6 +13,7 @@ pub mod spikes;
 pub mod tracefs;
 pub mod tracefs_raw;
 pub mod trains;
+pub mod wakeup;
 
 /// Snapshots per second taken by the sampler unless told otherwise.
 pub const DEFAULT_SAMPLE_HZ: u32 = 10;
@@ -78,6 +79,10 @@ pub struct KernelCauses {
     pub causes: Vec<attribute::Cause>,
     /// Every handler invocation on the measured CPUs over the run, net of nesting.
     pub handlers: Vec<attribute::Handler>,
+    /// Per timer thread, over every wakeup in the trace: the IRQ latency (expiry to the timer's
+    /// callback) and the thread latency (expiry to the switch-in), as rtla timerlat gives them.
+    #[serde(default)]
+    pub latency: Vec<wakeup::WakeLatency>,
     /// The largest spikes, each with what ran during it.
     pub largest: Vec<attribute::Explained>,
     /// Every spike with what ran during it (written to `attribution.csv`).
@@ -85,31 +90,61 @@ pub struct KernelCauses {
     pub all: Vec<attribute::Explained>,
 }
 
+/// The spikes of one CPU to attribute: for a timer run, `tid` is the thread whose wakeups
+/// they delayed (each spike runs from a release to the thread's read of the clock); None for
+/// gaps of a polling thread.
+pub struct CpuSpikes<'a> {
+    pub cpu: usize,
+    pub tid: Option<i32>,
+    pub spikes: &'a [Spike],
+}
+
 /// The exact attribution of `spikes` (per CPU, times from the run's start) from the run's
 /// kernel trace, when it has one.
-pub fn attribute_run(
-    m: &crate::runner::Measured,
-    spikes: &[(usize, &[Spike])],
-) -> Option<KernelCauses> {
+pub fn attribute_run(m: &crate::runner::Measured, spikes: &[CpuSpikes]) -> Option<KernelCauses> {
     let k = m.kernel.as_ref()?;
     let zero = m.calibration.to_monotonic(m.start_tick);
     let windows: Vec<attribute::Window> = spikes
         .iter()
-        .flat_map(|(cpu, v)| {
-            v.iter().map(move |s| attribute::Window {
-                cpu: *cpu,
+        .flat_map(|c| {
+            c.spikes.iter().map(move |s| attribute::Window {
+                cpu: c.cpu,
                 start_ns: zero + s.at_ns,
                 end_ns: zero + s.at_ns + s.size_ns,
+                tid: c.tid,
             })
         })
         .collect();
     let a = attribute::attribute(&k.events, &k.cpus, &m.tids, &windows);
+    let policies = policies(&a.causes);
     let relative = |mut e: attribute::Explained| {
         e.start_ns = e.start_ns.saturating_sub(zero);
         e.end_ns = e.end_ns.saturating_sub(zero);
         e.from_ns = e.from_ns.saturating_sub(zero);
+        if let Some(p) = e.path.as_mut() {
+            for t in [
+                &mut p.expiry_ns,
+                &mut p.irq_ns,
+                &mut p.callback_ns,
+                &mut p.wakeup_ns,
+                &mut p.switch_ns,
+            ] {
+                *t = t.map(|t| t.saturating_sub(zero));
+            }
+        }
+        for sh in &mut e.shares {
+            if let Some(p) = policies.get(&sh.name) {
+                sh.policy = Some(p.clone());
+            }
+        }
         e
     };
+    let mut causes = a.causes;
+    for c in &mut causes {
+        if let Some(p) = policies.get(&c.name) {
+            c.policy = Some(p.clone());
+        }
+    }
     let all: Vec<attribute::Explained> = a.explained.into_iter().map(relative).collect();
     let mut largest = all.clone();
     largest.sort_by(|x, y| {
@@ -127,10 +162,46 @@ pub fn attribute_run(
         clock_offset_ns: k.clock_offset_ns,
         clock_uncertainty_ns: k.clock_uncertainty_ns,
         windows: a.windows,
-        causes: a.causes,
+        causes,
         handlers: a.handlers,
+        latency: a.latency,
         largest,
         all,
+    })
+}
+
+/// The policies of the threads among `causes` that still exist, as `/proc` tells them
+/// (`SCHED_FIFO 99`, `SCHED_OTHER nice 0`), by cause name (`comm:pid`). The trace gives only a
+/// kernel priority, which does not tell FIFO from RR nor OTHER from BATCH.
+fn policies(causes: &[attribute::Cause]) -> std::collections::HashMap<String, String> {
+    causes
+        .iter()
+        .filter(|c| c.kind == attribute::CauseKind::Thread)
+        .filter_map(|c| {
+            let pid: i32 = c.name.rsplit_once(':')?.1.parse().ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            Some((c.name.clone(), policy_of_stat(&stat)?))
+        })
+        .collect()
+}
+
+/// The policy and priority in a `/proc/PID/stat` line (fields 19 nice, 40 rt_priority, 41
+/// policy, counted from 1; the command in field 2 may hold spaces and parentheses).
+fn policy_of_stat(stat: &str) -> Option<String> {
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // `rest` starts at field 3.
+    let nice: i64 = f.get(19 - 3)?.parse().ok()?;
+    let rt: u64 = f.get(40 - 3)?.parse().ok()?;
+    let policy: u64 = f.get(41 - 3)?.parse().ok()?;
+    Some(match policy {
+        0 => format!("SCHED_OTHER nice {nice}"),
+        1 => format!("SCHED_FIFO {rt}"),
+        2 => format!("SCHED_RR {rt}"),
+        3 => format!("SCHED_BATCH nice {nice}"),
+        5 => "SCHED_IDLE".to_string(),
+        6 => "SCHED_DEADLINE".to_string(),
+        p => format!("policy {p}"),
     })
 }
 
@@ -147,33 +218,43 @@ pub fn kernel_warning(k: &KernelCauses) -> Option<crate::warning::Warning> {
     })
 }
 
-/// Writes `attribution.csv`: every spike's shares, times in ns from the run's start.
+/// Writes `attribution.csv`: every spike's shares, times in ns from the run's start; a late
+/// wakeup's path (timer interrupt, wakeup, switch-in) where the trace holds it.
 pub fn write_attribution(
     dir: &crate::store::RunDir,
     k: &KernelCauses,
 ) -> Result<crate::store::FileEntry, crate::store::StoreError> {
     use std::fmt::Write;
-    let mut out = String::from("cpu,start_ns,end_ns,from_ns,kind,name,ns\n");
+    let mut out = String::from(
+        "cpu,start_ns,end_ns,from_ns,kind,name,ns,why,policy,irq_ns,wakeup_ns,switch_ns\n",
+    );
+    let opt = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
     for e in &k.all {
+        let path = e.path.unwrap_or_default();
         for sh in &e.shares {
             let _ = writeln!(
                 out,
-                "{},{},{},{},{},{},{}",
+                "{},{},{},{},{},{},{},{},{},{},{},{}",
                 e.cpu,
                 e.start_ns,
                 e.end_ns,
                 e.from_ns,
                 sh.kind.as_str(),
                 csv_quote(&sh.name),
-                sh.ns
+                sh.ns,
+                sh.why.map(|w| w.as_str()).unwrap_or_default(),
+                csv_quote(sh.policy.as_deref().unwrap_or_default()),
+                opt(path.irq_ns),
+                opt(path.wakeup_ns),
+                opt(path.switch_ns),
             );
         }
     }
     dir.write_file(
         "attribution.csv",
         out.as_bytes(),
-        "sandglass-attribution-csv/1",
-        "per spike (ns from the run's start; from_ns: where the CPU's busy stretch began) and what ran on its CPU then, net of nesting",
+        "sandglass-attribution-csv/2",
+        "per spike (ns from the run's start; from_ns: where the CPU's busy stretch began) and what ran on its CPU then, net of nesting; for a late wakeup, why a thread could delay it, its policy, and when the timer interrupt came, the thread woke and was switched in",
     )
 }
 
@@ -250,6 +331,17 @@ pub fn analyze(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn policies_are_read_from_stat() {
+        let fifo = "4242 (a (b) c) S 1 4242 4242 0 -1 4194560 100 0 0 0 5 3 0 0 -51 0 1 0 1000 1000 100 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 50 1 0 0 0";
+        assert_eq!(policy_of_stat(fifo).as_deref(), Some("SCHED_FIFO 50"));
+        let other = "7 (stress-ng-cpu) R 1 7 7 0 -1 0 0 0 0 0 5 3 0 0 20 0 1 0 1 1 1 1 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0";
+        assert_eq!(policy_of_stat(other).as_deref(), Some("SCHED_OTHER nice 0"));
+        assert_eq!(policy_of_stat("garbage"), None);
+        let me = std::fs::read_to_string("/proc/self/stat").unwrap();
+        assert!(policy_of_stat(&me).is_some(), "{me}");
+    }
 
     #[test]
     fn a_stall_that_delays_several_releases_is_one_spike() {

@@ -34,7 +34,7 @@ pub const MOUNT_POINTS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/t
 pub const DEFAULT_BUFFER_KB: u64 = 8192;
 
 /// The events recorded, when this kernel has them (`irq_vectors` events are added by listing).
-pub const EVENTS: [&str; 15] = [
+pub const EVENTS: [&str; 16] = [
     "sched/sched_switch",
     "sched/sched_waking",
     "sched/sched_wakeup",
@@ -43,6 +43,7 @@ pub const EVENTS: [&str; 15] = [
     "irq/softirq_entry",
     "irq/softirq_exit",
     "nmi/nmi_handler",
+    "timer/hrtimer_start",
     "timer/hrtimer_expire_entry",
     "timer/hrtimer_expire_exit",
     "workqueue/workqueue_execute_start",

@@ -587,6 +587,9 @@ pub enum Event {
     Switch {
         prev_pid: i32,
         prev_comm: String,
+        /// The kernel priority of the task switched out (0-99: real-time, 99 minus its
+        /// rt_priority; 100-139: normal, 120 plus its nice; -1: SCHED_DEADLINE).
+        prev_prio: i32,
         /// The task state bits of the task switched out (0: runnable, preempted).
         prev_state: i64,
         next_pid: i32,
@@ -619,8 +622,24 @@ pub enum Event {
     VectorExit { name: String, vector: i32 },
     /// nmi:nmi_handler (one event at the end of each NMI handler, with its duration)
     Nmi { handler: u64, delta_ns: i64 },
-    /// timer:hrtimer_expire_entry; `function` is the kernel address as u64
-    HrtimerEntry { function: u64 },
+    /// timer:hrtimer_start: a timer armed to expire at `softexpires_ns` (at the latest
+    /// `expires_ns`, the two differ by the task's timer slack), CLOCK_MONOTONIC for the
+    /// timers of clock_nanosleep and timerfd on that clock; `hrtimer` and `function` are
+    /// kernel addresses
+    HrtimerStart {
+        hrtimer: u64,
+        function: u64,
+        expires_ns: i64,
+        softexpires_ns: i64,
+    },
+    /// timer:hrtimer_expire_entry: the timer's callback starts; `now_ns` is the time the
+    /// interrupt read its clock base (0 when the format has no `now`); `hrtimer` and
+    /// `function` are kernel addresses
+    HrtimerEntry {
+        hrtimer: u64,
+        function: u64,
+        now_ns: i64,
+    },
     /// timer:hrtimer_expire_exit
     HrtimerExit,
     /// workqueue:workqueue_execute_start; `function` is the address as u64
@@ -651,6 +670,7 @@ enum Kind {
     Switch {
         prev_pid: Slot,
         prev_comm: Slot,
+        prev_prio: Slot,
         prev_state: Slot,
         next_pid: Slot,
         next_comm: Slot,
@@ -682,8 +702,16 @@ enum Kind {
         handler: Slot,
         delta_ns: Slot,
     },
-    HrtimerEntry {
+    HrtimerStart {
+        hrtimer: Slot,
         function: Slot,
+        expires: Slot,
+        softexpires: Slot,
+    },
+    HrtimerEntry {
+        hrtimer: Slot,
+        function: Slot,
+        now: Option<Slot>,
     },
     HrtimerExit,
     WorkStart {
@@ -734,6 +762,7 @@ fn kind_of(format: &Format) -> Result<Option<Kind>, DecodeError> {
         ("sched", "sched_switch") => Kind::Switch {
             prev_pid: need(f, "prev_pid")?,
             prev_comm: need(f, "prev_comm")?,
+            prev_prio: need(f, "prev_prio")?,
             prev_state: need(f, "prev_state")?,
             next_pid: need(f, "next_pid")?,
             next_comm: need(f, "next_comm")?,
@@ -774,8 +803,16 @@ fn kind_of(format: &Format) -> Result<Option<Kind>, DecodeError> {
             handler: need(f, "handler")?,
             delta_ns: need(f, "delta_ns")?,
         },
-        ("timer", "hrtimer_expire_entry") => Kind::HrtimerEntry {
+        ("timer", "hrtimer_start") => Kind::HrtimerStart {
+            hrtimer: need(f, "hrtimer")?,
             function: need(f, "function")?,
+            expires: need(f, "expires")?,
+            softexpires: need(f, "softexpires")?,
+        },
+        ("timer", "hrtimer_expire_entry") => Kind::HrtimerEntry {
+            hrtimer: need(f, "hrtimer")?,
+            function: need(f, "function")?,
+            now: slot(f, "now"),
         },
         ("timer", "hrtimer_expire_exit") => Kind::HrtimerExit,
         ("workqueue", "workqueue_execute_start") => Kind::WorkStart {
@@ -895,6 +932,7 @@ fn decode_kind(rec: &[u8], kind: &Kind) -> Result<Event, DecodeError> {
         Kind::Switch {
             prev_pid,
             prev_comm,
+            prev_prio,
             prev_state,
             next_pid,
             next_comm,
@@ -902,6 +940,7 @@ fn decode_kind(rec: &[u8], kind: &Kind) -> Result<Event, DecodeError> {
         } => Event::Switch {
             prev_pid: i32_of(*prev_pid)?,
             prev_comm: string(rec, *prev_comm)?,
+            prev_prio: i32_of(*prev_prio)?,
             prev_state: int(rec, *prev_state)? as i64,
             next_pid: i32_of(*next_pid)?,
             next_comm: string(rec, *next_comm)?,
@@ -950,8 +989,28 @@ fn decode_kind(rec: &[u8], kind: &Kind) -> Result<Event, DecodeError> {
             handler: int(rec, *handler)?,
             delta_ns: int(rec, *delta_ns)? as i64,
         },
-        Kind::HrtimerEntry { function } => Event::HrtimerEntry {
+        Kind::HrtimerStart {
+            hrtimer,
+            function,
+            expires,
+            softexpires,
+        } => Event::HrtimerStart {
+            hrtimer: int(rec, *hrtimer)?,
             function: int(rec, *function)?,
+            expires_ns: int(rec, *expires)? as i64,
+            softexpires_ns: int(rec, *softexpires)? as i64,
+        },
+        Kind::HrtimerEntry {
+            hrtimer,
+            function,
+            now,
+        } => Event::HrtimerEntry {
+            hrtimer: int(rec, *hrtimer)?,
+            function: int(rec, *function)?,
+            now_ns: match now {
+                Some(s) => int(rec, *s)? as i64,
+                None => 0,
+            },
         },
         Kind::HrtimerExit => Event::HrtimerExit,
         Kind::WorkStart { function } => Event::WorkStart {
@@ -991,7 +1050,7 @@ mod tests {
             )),*]
         };
     }
-    const FORMATS: [(&str, &str, &str); 17] = formats![
+    const FORMATS: [(&str, &str, &str); 18] = formats![
         ("sched", "sched_switch"),
         ("sched", "sched_waking"),
         ("sched", "sched_wakeup"),
@@ -1003,6 +1062,7 @@ mod tests {
         ("irq_vectors", "local_timer_exit"),
         ("irq_vectors", "call_function_single_entry"),
         ("irq_vectors", "call_function_single_exit"),
+        ("timer", "hrtimer_start"),
         ("timer", "hrtimer_expire_entry"),
         ("timer", "hrtimer_expire_exit"),
         ("workqueue", "workqueue_execute_start"),
@@ -1319,6 +1379,7 @@ mod tests {
             Event::VectorEntry { name, .. } => format!("{name}_entry"),
             Event::VectorExit { name, .. } => format!("{name}_exit"),
             Event::Nmi { .. } => "nmi_handler".into(),
+            Event::HrtimerStart { .. } => "hrtimer_start".into(),
             Event::HrtimerEntry { .. } => "hrtimer_expire_entry".into(),
             Event::HrtimerExit => "hrtimer_expire_exit".into(),
             Event::WorkStart { .. } => "workqueue_execute_start".into(),
@@ -1343,12 +1404,14 @@ mod tests {
                 Event::Switch {
                     prev_pid,
                     prev_comm,
+                    prev_prio,
                     prev_state,
                     next_pid,
                     next_comm,
                     next_prio,
                 } => {
                     assert_eq!(prev_comm, arg(t, "prev_comm"), "{at}");
+                    assert_eq!(i64::from(*prev_prio), num(t, "prev_prio"), "{at}");
                     assert_eq!(i64::from(*prev_pid), num(t, "prev_pid"), "{at}");
                     assert_eq!(state_letters(*prev_state), arg(t, "prev_state"), "{at}");
                     assert_eq!(next_comm, arg(t, "next_comm"), "{at}");
@@ -1378,9 +1441,23 @@ mod tests {
                 }
                 Event::Marker { text } => assert_eq!(text, &t.args, "{at}"),
                 // The text shows these addresses as symbols.
-                Event::HrtimerEntry { function }
-                | Event::WorkStart { function }
-                | Event::WorkEnd { function } => {
+                Event::HrtimerEntry {
+                    function, now_ns, ..
+                } => {
+                    assert!(*function >= 0xffff_8000_0000_0000, "{at}");
+                    assert_eq!(*now_ns, num(t, "now"), "{at}");
+                }
+                Event::HrtimerStart {
+                    function,
+                    expires_ns,
+                    softexpires_ns,
+                    ..
+                } => {
+                    assert!(*function >= 0xffff_8000_0000_0000, "{at}");
+                    assert_eq!(*expires_ns, num(t, "expires"), "{at}");
+                    assert_eq!(*softexpires_ns, num(t, "softexpires"), "{at}");
+                }
+                Event::WorkStart { function } | Event::WorkEnd { function } => {
                     assert!(*function >= 0xffff_8000_0000_0000, "{at}")
                 }
                 Event::HrtimerExit | Event::Nmi { .. } => {}
@@ -1818,6 +1895,7 @@ mod tests {
             &[
                 ("prev_comm", b"worker\0garbage"),
                 ("prev_pid", &(-5i32).to_le_bytes()),
+                ("prev_prio", &(98i32).to_le_bytes()),
                 ("prev_state", &(0x102i64).to_le_bytes()),
                 ("next_comm", b"sixteen-bytes-xy"),
                 ("next_pid", &77i32.to_le_bytes()),
@@ -1827,6 +1905,7 @@ mod tests {
         let expected = Event::Switch {
             prev_pid: -5,
             prev_comm: "worker".into(),
+            prev_prio: 98,
             prev_state: 0x102,
             next_pid: 77,
             next_comm: "sixteen-bytes-xy".into(),
@@ -1980,6 +2059,7 @@ mod tests {
             Ok(Event::Switch {
                 prev_pid: 0,
                 prev_comm: "a".into(),
+                prev_prio: 0,
                 prev_state: 0x8000_0001,
                 next_pid: 3,
                 next_comm: "b".into(),

@@ -5,7 +5,6 @@ use super::cmdline::HourglassSpec;
 use super::result::{self, HourglassResult, Streamed, ThreadSummary, LATER_THAN_NS};
 use crate::analysis::trace::{Interval, TraceInference};
 use crate::causes::spikes::{self, SpikeLog};
-use crate::causes::trains::Spike;
 use crate::engine::merge::Merge;
 use crate::engine::{EndReason, JobRecord, LatSample, Record};
 use crate::model::Workload;
@@ -358,9 +357,13 @@ fn causes(m: &Measured, spikes: &[SpikeLog]) -> crate::causes::Causes {
     );
     if m.kernel.is_some() {
         // With the kernel's events, every preemption gap is explained, not only the spikes.
-        let all: Vec<(usize, &[Spike])> = spikes
+        let all: Vec<crate::causes::CpuSpikes> = spikes
             .iter()
-            .map(|l| (l.cpu(), l.all().unwrap_or_default()))
+            .map(|l| crate::causes::CpuSpikes {
+                cpu: l.cpu(),
+                tid: None,
+                spikes: l.all().unwrap_or_default(),
+            })
             .collect();
         causes.kernel = crate::causes::attribute_run(m, &all);
     }
