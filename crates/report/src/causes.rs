@@ -189,15 +189,19 @@ fn write_kernel(w: &mut dyn Write, k: &sandglass::causes::KernelCauses) -> io::R
         )?;
         writeln!(
             w,
-            "  {:>4}  {:>8}  {:>6}  {:>9}  {:>9}  {:>9}  {:>9}",
+            "  {:>4}  {:>8}  {:>7}  {:>9}  {:>9}  {:>9}  {:>9}",
             "CPU", "wakeups", "", "min", "p50", "p99", "max"
         )?;
         for l in &k.latency {
-            for (what, d) in [("IRQ", &l.irq_ns), ("thread", &l.thread_ns)] {
+            for (what, d) in [
+                ("IRQ", &l.irq_ns),
+                ("softirq", &l.softirq_ns),
+                ("thread", &l.thread_ns),
+            ] {
                 let Some(d) = d else { continue };
                 writeln!(
                     w,
-                    "  {:>4}  {:>8}  {:>6}  {:>9}  {:>9}  {:>9}  {:>9}",
+                    "  {:>4}  {:>8}  {:>7}  {:>9}  {:>9}  {:>9}  {:>9}",
                     l.cpu,
                     count(l.activations),
                     what,

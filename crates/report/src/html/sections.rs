@@ -188,20 +188,24 @@ pub fn causes(p: &mut Page, c: Option<&Causes>) {
             .latency
             .iter()
             .flat_map(|l| {
-                [("IRQ", &l.irq_ns), ("thread", &l.thread_ns)]
-                    .into_iter()
-                    .filter_map(move |(what, d)| {
-                        let d = d.as_ref()?;
-                        Some(vec![
-                            l.cpu.to_string(),
-                            what.to_string(),
-                            count(l.activations),
-                            Nanos(d.min.max(0) as u64).to_string(),
-                            Nanos(d.p50).to_string(),
-                            Nanos(d.p99).to_string(),
-                            Nanos(d.max.max(0) as u64).to_string(),
-                        ])
-                    })
+                [
+                    ("IRQ", &l.irq_ns),
+                    ("softirq", &l.softirq_ns),
+                    ("thread", &l.thread_ns),
+                ]
+                .into_iter()
+                .filter_map(move |(what, d)| {
+                    let d = d.as_ref()?;
+                    Some(vec![
+                        l.cpu.to_string(),
+                        what.to_string(),
+                        count(l.activations),
+                        Nanos(d.min.max(0) as u64).to_string(),
+                        Nanos(d.p50).to_string(),
+                        Nanos(d.p99).to_string(),
+                        Nanos(d.max.max(0) as u64).to_string(),
+                    ])
+                })
             })
             .collect();
         if !rows.is_empty() {

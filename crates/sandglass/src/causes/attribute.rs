@@ -503,7 +503,13 @@ pub fn attribute(
         let mut tids: Vec<i32> = acts.iter().map(|a| a.tid).collect();
         tids.sort_unstable();
         tids.dedup();
-        latency.extend(tids.iter().map(|&t| wakeup::latency(cpu, t, &acts)));
+        if !tids.is_empty() {
+            let softirq = wakeup::softirq_latency(events.iter().filter(|e| e.cpu == cpu));
+            latency.extend(
+                tids.iter()
+                    .map(|&t| wakeup::latency(cpu, t, &acts, &softirq)),
+            );
+        }
         for (wi, w) in windows.iter().enumerate().filter(|(_, w)| w.cpu == cpu) {
             let e = match w.tid {
                 Some(tid) => {

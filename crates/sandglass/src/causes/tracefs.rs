@@ -34,7 +34,7 @@ pub const MOUNT_POINTS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/t
 pub const DEFAULT_BUFFER_KB: u64 = 8192;
 
 /// The events recorded, when this kernel has them (`irq_vectors` events are added by listing).
-pub const EVENTS: [&str; 16] = [
+pub const EVENTS: [&str; 17] = [
     "sched/sched_switch",
     "sched/sched_waking",
     "sched/sched_wakeup",
@@ -42,6 +42,7 @@ pub const EVENTS: [&str; 16] = [
     "irq/irq_handler_exit",
     "irq/softirq_entry",
     "irq/softirq_exit",
+    "irq/softirq_raise",
     "nmi/nmi_handler",
     "timer/hrtimer_start",
     "timer/hrtimer_expire_entry",
@@ -238,6 +239,12 @@ fn find_or_mount() -> Result<(PathBuf, bool), TraceError> {
             target.display()
         ))),
     }
+}
+
+/// Whether this process can record kernel events: creates its instance and removes it again.
+/// The error says why not and what to do.
+pub fn probe() -> Result<(), TraceError> {
+    Session::create(&[0], &TraceOptions { buffer_kb: 64 }).map(drop)
 }
 
 /// The name of this process's instance.

@@ -613,6 +613,9 @@ pub enum Event {
     SoftirqEntry { vec: u32 },
     /// irq:softirq_exit
     SoftirqExit { vec: u32 },
+    /// irq:softirq_raise: the vector is marked pending (it runs at the next interrupt exit or
+    /// in ksoftirqd)
+    SoftirqRaise { vec: u32 },
     /// irq_vectors:*_entry (x86 system vectors: local_timer, reschedule, call_function,
     /// call_function_single, irq_work, thermal_apic, threshold_apic, deferred_error_apic,
     /// error_apic, spurious_apic, x86_platform_ipi, ...). `name` is the event name without
@@ -691,6 +694,9 @@ enum Kind {
     },
     Softirq {
         entry: bool,
+        vec: Slot,
+    },
+    SoftirqRaise {
         vec: Slot,
     },
     Vector {
@@ -783,6 +789,9 @@ fn kind_of(format: &Format) -> Result<Option<Kind>, DecodeError> {
         },
         ("irq", n @ ("softirq_entry" | "softirq_exit")) => Kind::Softirq {
             entry: n == "softirq_entry",
+            vec: need(f, "vec")?,
+        },
+        ("irq", "softirq_raise") => Kind::SoftirqRaise {
             vec: need(f, "vec")?,
         },
         ("irq_vectors", n) => {
@@ -973,6 +982,9 @@ fn decode_kind(rec: &[u8], kind: &Kind) -> Result<Event, DecodeError> {
                 Event::SoftirqExit { vec }
             }
         }
+        Kind::SoftirqRaise { vec } => Event::SoftirqRaise {
+            vec: int(rec, *vec)? as u32,
+        },
         Kind::Vector {
             entry,
             name,
@@ -1050,7 +1062,7 @@ mod tests {
             )),*]
         };
     }
-    const FORMATS: [(&str, &str, &str); 18] = formats![
+    const FORMATS: [(&str, &str, &str); 19] = formats![
         ("sched", "sched_switch"),
         ("sched", "sched_waking"),
         ("sched", "sched_wakeup"),
@@ -1058,6 +1070,7 @@ mod tests {
         ("irq", "irq_handler_exit"),
         ("irq", "softirq_entry"),
         ("irq", "softirq_exit"),
+        ("irq", "softirq_raise"),
         ("irq_vectors", "local_timer_entry"),
         ("irq_vectors", "local_timer_exit"),
         ("irq_vectors", "call_function_single_entry"),
@@ -1376,6 +1389,7 @@ mod tests {
             Event::IrqExit { .. } => "irq_handler_exit".into(),
             Event::SoftirqEntry { .. } => "softirq_entry".into(),
             Event::SoftirqExit { .. } => "softirq_exit".into(),
+            Event::SoftirqRaise { .. } => "softirq_raise".into(),
             Event::VectorEntry { name, .. } => format!("{name}_entry"),
             Event::VectorExit { name, .. } => format!("{name}_exit"),
             Event::Nmi { .. } => "nmi_handler".into(),
@@ -1433,7 +1447,9 @@ mod tests {
                     assert_eq!(name, arg(t, "name"), "{at}");
                 }
                 Event::IrqExit { irq } => assert_eq!(i64::from(*irq), num(t, "irq"), "{at}"),
-                Event::SoftirqEntry { vec } | Event::SoftirqExit { vec } => {
+                Event::SoftirqEntry { vec }
+                | Event::SoftirqExit { vec }
+                | Event::SoftirqRaise { vec } => {
                     assert_eq!(i64::from(*vec), num(t, "vec"), "{at}")
                 }
                 Event::VectorEntry { vector, .. } | Event::VectorExit { vector, .. } => {

@@ -24,7 +24,7 @@
 use super::attribute::Traced;
 use super::tracefs_raw::Event;
 use crate::engine::record::{new_histogram, record};
-use crate::histo::{percentiles, Percentiles};
+use crate::histo::{percentiles, Histogram, Percentiles};
 use serde::{Deserialize, Serialize};
 
 /// One wakeup of a measuring thread: its times, CLOCK_MONOTONIC ns, each when the trace had it.
@@ -227,10 +227,44 @@ pub struct WakeLatency {
     pub irq_ns: Option<Percentiles>,
     /// From the timer's expiry to the thread switched in.
     pub thread_ns: Option<Percentiles>,
+    /// Every softirq raised on the CPU, from its raise to its handler's start (the part of
+    /// Cota-Robles and Held's DPC latency that Linux has).
+    #[serde(default)]
+    pub softirq_ns: Option<Percentiles>,
+    /// The histograms behind `irq_ns`, `softirq_ns` and `thread_ns`, for the worst case per
+    /// hour, day and week.
+    #[serde(skip)]
+    pub histograms: Option<[Histogram<u64>; 3]>,
 }
 
-/// The distributions of one thread's activations.
-pub fn latency(cpu: usize, tid: i32, acts: &[Activation]) -> WakeLatency {
+/// The latency of every softirq raised in one CPU's events (in time order): from
+/// `softirq_raise` to the next `softirq_entry` of the same vector. A vector raised again
+/// before it ran counts once, from its first raise.
+pub fn softirq_latency<'a>(events: impl Iterator<Item = &'a Traced>) -> Histogram<u64> {
+    let mut h = new_histogram();
+    let mut over = 0;
+    let mut raised: [Option<u64>; 32] = [None; 32];
+    for e in events {
+        match e.event {
+            Event::SoftirqRaise { vec } => {
+                if let Some(r) = raised.get_mut(vec as usize) {
+                    r.get_or_insert(e.ts_ns);
+                }
+            }
+            Event::SoftirqEntry { vec } => {
+                if let Some(at) = raised.get_mut(vec as usize).and_then(|r| r.take()) {
+                    record(&mut h, e.ts_ns.saturating_sub(at), &mut over);
+                }
+            }
+            _ => {}
+        }
+    }
+    h
+}
+
+/// The distributions of one thread's activations, and of its CPU's softirqs (`softirq`, from
+/// [`softirq_latency`]).
+pub fn latency(cpu: usize, tid: i32, acts: &[Activation], softirq: &Histogram<u64>) -> WakeLatency {
     let mut irq = new_histogram();
     let mut thread = new_histogram();
     let (mut over, mut irq_max, mut thread_max) = (0u64, None::<u64>, None::<u64>);
@@ -254,6 +288,8 @@ pub fn latency(cpu: usize, tid: i32, acts: &[Activation]) -> WakeLatency {
         activations: acts.iter().filter(|a| a.tid == tid).count() as u64,
         irq_ns: percentiles(&irq, exact(irq_min), exact(irq_max)),
         thread_ns: percentiles(&thread, exact(thread_min), exact(thread_max)),
+        softirq_ns: percentiles(softirq, None, None),
+        histograms: Some([irq, softirq.clone(), thread]),
     }
 }
 
@@ -390,7 +426,7 @@ mod tests {
         );
         assert_eq!(acts[1].irq_latency_ns(), Some(303_000));
         assert_eq!(acts[1].thread_latency_ns(), Some(310_000));
-        let l = latency(1, ME, &acts);
+        let l = latency(1, ME, &acts, &softirq_latency(events.iter()));
         assert_eq!(l.activations, 2);
         let irq = l.irq_ns.unwrap();
         assert_eq!((irq.count, irq.min, irq.max), (2, 3_000, 303_000));
@@ -399,6 +435,22 @@ mod tests {
         // The release matches its expiry; a release with no activation matches nothing.
         assert_eq!(find(&acts, 2_000_000, 2_311_000), Some(&acts[1]));
         assert_eq!(find(&acts, 5_000_000, 5_100_000), None);
+    }
+
+    /// A softirq's latency runs from its first raise to its entry.
+    #[test]
+    fn softirq_latency_runs_from_the_first_raise() {
+        let events = [
+            ev(1_000, 0, Event::SoftirqRaise { vec: 1 }),
+            ev(2_000, 0, Event::SoftirqRaise { vec: 1 }),
+            ev(2_500, 0, Event::SoftirqRaise { vec: 9 }),
+            ev(5_000, 0, Event::SoftirqEntry { vec: 1 }),
+            ev(6_000, 0, Event::SoftirqEntry { vec: 9 }),
+            ev(7_000, 0, Event::SoftirqEntry { vec: 9 }),
+        ];
+        let h = softirq_latency(events.iter());
+        assert_eq!(h.len(), 2);
+        assert_eq!((h.min(), h.lowest_equivalent(h.max())), (3_500, 4_000));
     }
 
     /// Without hrtimer_start the wakeup is still found, inside its timer interrupt.

@@ -48,6 +48,10 @@ pub struct Header {
     pub usage: Option<String>,
     /// How long loads run before a measurement starts (default 2 s).
     pub settle: Option<String>,
+    /// `auto` (default): timer and noise cells record kernel events where this process can
+    /// (root and tracefs), for the interrupt-level latency and the causes of their delays;
+    /// `off`: never.
+    pub trace: Option<String>,
 }
 
 /// One `[[measure]]`.
@@ -236,6 +240,17 @@ pub fn parse(
             file: file.to_path_buf(),
             message: format!("[study] settle: {e}"),
         })?;
+    }
+    if let Some(t) = s
+        .study
+        .trace
+        .as_deref()
+        .filter(|t| !matches!(*t, "auto" | "off"))
+    {
+        return Err(StudyFileError::File {
+            file: file.to_path_buf(),
+            message: format!("[study] trace '{t}': use auto (record kernel events where root and tracefs allow) or off"),
+        });
     }
     if let Some(u) = &s.study.usage {
         if crate::analysis::worst_case::preset(u).is_none() {
@@ -553,6 +568,21 @@ values = ["p99_us"]
     fn an_empty_matrix_is_refused() {
         let e = err("[study]\nname = \"empty\"\n");
         assert!(e.contains("matrix is empty"), "{e}");
+    }
+
+    #[test]
+    fn trace_is_auto_or_off() {
+        let file = |t: &str| {
+            format!("[study]\nname = \"t\"\ntrace = \"{t}\"\n[[measure]]\nkind = \"timer\"\nduration = \"1s\"\n")
+        };
+        let e = err(&file("sometimes"));
+        assert!(
+            e.contains("[study] trace 'sometimes'") && e.contains("auto"),
+            "{e}"
+        );
+        for t in ["auto", "off"] {
+            assert!(parse(Path::new("t.toml"), &file(t), &ok).is_ok(), "{t}");
+        }
     }
 
     #[test]

@@ -113,6 +113,44 @@ pub fn timer(r: &TimerResult, usage: UsagePattern) -> Metrics {
             add(&mut m, &log_bin_name(ns), v.count_at_value() as f64);
         }
     }
+    // With kernel events: the interrupt-level rows of Cota-Robles & Held's Table 3, the timer
+    // interrupt (their ISR), softirqs (their DPC) and the thread switched in.
+    let kernel = r.run.causes.as_ref().and_then(|c| c.kernel.as_ref());
+    for l in kernel.map(|k| k.latency.as_slice()).unwrap_or_default() {
+        let Some(hs) = &l.histograms else { continue };
+        for (level, h) in ["irq", "softirq", "switch"].into_iter().zip(hs) {
+            if h.is_empty() {
+                continue;
+            }
+            let d = Distribution::from_histogram(h);
+            keep_max(
+                &mut m,
+                &format!("{level}_p99_us"),
+                us(h.value_at_quantile(0.99) as f64),
+            );
+            keep_max(&mut m, &format!("{level}_max_us"), us(h.max() as f64));
+            if r.interval_ns.0 == 0 {
+                continue;
+            }
+            // Softirqs are raised at their own rate: their count over the run's length.
+            let per_s = match level {
+                "softirq" => h.len() as f64 * 1e9 / r.run.elapsed_ns.max(1) as f64,
+                _ => 1e9 / r.interval_ns.0 as f64,
+            };
+            let config = WorstCaseConfig::new(per_s, usage);
+            if let Ok(w) = worst_case::analyze(&d, &config) {
+                for hz in &w.horizons {
+                    if let Some(v) = hz.worst_case_ns {
+                        keep_max(
+                            &mut m,
+                            &format!("{level}_worst_{}_us", hz.period),
+                            us(v as f64),
+                        );
+                    }
+                }
+            }
+        }
+    }
     if let Some(max) = m.get("interval_max_ms").copied() {
         m.insert(
             "interval_excess_ms".into(),

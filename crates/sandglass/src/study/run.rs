@@ -11,6 +11,7 @@ use super::file::Measure;
 use super::metrics::{self, Metrics};
 use super::{cells, Cell, Labels, Source, Study};
 use crate::analysis::worst_case;
+use crate::causes::tracefs::TraceOptions;
 use crate::cpulist::CpuList;
 use crate::duration;
 use crate::load::{self, LoadReport};
@@ -575,6 +576,7 @@ fn drive_blocked(
 ) -> Result<(), StudyError> {
     let scale = record.duration_scale;
     let total = record.cells.len();
+    let trace = cell_trace(study, obs);
     let started = Instant::now();
     let mut seen = BTreeSet::new();
     // Planned against actual time of the cells run so far, for the estimate.
@@ -650,7 +652,7 @@ fn drive_blocked(
             seen: &mut seen,
             warnings: Vec::new(),
         };
-        let outcome = run_cell(study, &cell, scale, &cell_dir, ctx, &mut cell_obs);
+        let outcome = run_cell(study, &cell, scale, &cell_dir, trace, ctx, &mut cell_obs);
         let warnings = std::mem::take(&mut cell_obs.warnings);
         let seconds = t.elapsed().as_secs_f64();
         planned_done += planned(study, &cell, scale).0;
@@ -755,11 +757,42 @@ fn usage_pattern(study: &Study) -> worst_case::UsagePattern {
         })
 }
 
+/// Per-CPU buffer of a cell's kernel events: a cell that measures every CPU reads them after
+/// its run, so the buffer holds the whole cell.
+const CELL_TRACE_BUFFER_KB: u64 = 32_768;
+
+/// Whether timer and noise cells record kernel events: `[study] trace` (`auto` unless `off`)
+/// and whether this process can. Says which, and why not.
+fn cell_trace(study: &Study, obs: &mut dyn StudyObserver) -> Option<TraceOptions> {
+    if study.file.study.trace.as_deref() == Some("off") {
+        obs.note("kernel events: not recorded ([study] trace = \"off\")");
+        return None;
+    }
+    match crate::causes::tracefs::probe() {
+        Ok(()) => {
+            obs.note("kernel events: recorded in every timer and noise cell (interrupt-level latency, and the cause of each delay)");
+            Some(TraceOptions {
+                buffer_kb: CELL_TRACE_BUFFER_KB,
+            })
+        }
+        Err(e) => {
+            let why = e.to_string();
+            let why = why.strip_prefix("--trace: ").unwrap_or(&why).to_string();
+            obs.note(&format!(
+                "kernel events: not recorded, so the interrupt-level columns stay empty: {why}"
+            ));
+            None
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 fn run_cell(
     study: &Study,
     cell: &Cell,
     scale: f64,
     cell_dir: &Path,
+    trace: Option<TraceOptions>,
     ctx: &RunContext,
     obs: &mut dyn Observer,
 ) -> Result<CellOutcome, RunError> {
@@ -805,7 +838,7 @@ fn run_cell(
                 counter: Default::default(),
                 loads,
                 sample_hz: crate::causes::DEFAULT_SAMPLE_HZ,
-                trace: None,
+                trace,
                 threshold: None,
             };
             let r = timer::run(&config, ctx, obs)?;
@@ -839,7 +872,7 @@ fn run_cell(
                 counter: Default::default(),
                 loads,
                 sample_hz: crate::causes::DEFAULT_SAMPLE_HZ,
-                trace: None,
+                trace,
                 threshold: None,
             };
             let r = noise::run(&config, ctx, obs)?;
