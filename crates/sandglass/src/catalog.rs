@@ -1048,6 +1048,16 @@ pub fn figures(kind: &str, summary: &Value, loads: &Value) -> Map<String, Value>
                 "missed",
                 sum_of(cpus.iter(), |c| num(&c["missed_releases"])),
             );
+            // With --trace: every wakeup's IRQ and thread latency (rtla timerlat's figures).
+            let latency = array(&s["causes"]["kernel"]["latency"]);
+            for (key, what, p) in [
+                ("irq_p99_ns", "irq_ns", "p99"),
+                ("irq_max_ns", "irq_ns", "max"),
+                ("thread_p99_ns", "thread_ns", "p99"),
+                ("thread_max_ns", "thread_ns", "max"),
+            ] {
+                put(&mut out, key, max_of(latency.iter(), |l| num(&l[what][p])));
+            }
         }
         "noise" => {
             let cpus = array(&s["cpus"]);
@@ -1836,5 +1846,21 @@ mod tests {
         assert!(figures("timer", &Value::Null, &Value::Null)
             .get("p99_ns")
             .is_none());
+        let f = figures(
+            "timer",
+            &json!({"cpus": [], "causes": {"kernel": {"latency": [
+                {"irq_ns": {"p99": 12000, "max": 90000}, "thread_ns": {"p99": 30000, "max": 95000}},
+                {"irq_ns": {"p99": 15000, "max": 40000}, "thread_ns": null}]}}}),
+            &Value::Null,
+        );
+        assert_eq!(
+            (
+                f["irq_p99_ns"].clone(),
+                f["irq_max_ns"].clone(),
+                f["thread_p99_ns"].clone(),
+                f["thread_max_ns"].clone()
+            ),
+            (json!(15000), json!(90000), json!(30000), json!(95000))
+        );
     }
 }
