@@ -540,13 +540,7 @@ pub fn tracefs(data: &[u8]) {
 fn same_counts(
     raw: &[u8],
     parsed: &(Vec<usize>, Vec<sandglass::causes::procfs::Counted>),
-    fill: fn(
-        &[u8],
-        &sandglass::causes::procfs::Names,
-        &[usize],
-        &mut sandglass::causes::procfs::Scratch,
-        &mut [Vec<u64>],
-    ),
+    fill: sandglass::causes::procfs::FillFn,
 ) {
     use sandglass::causes::procfs::{Names, Scratch};
     if std::str::from_utf8(raw).is_err() {

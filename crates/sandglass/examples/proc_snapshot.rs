@@ -70,7 +70,12 @@ fn main() -> ExitCode {
             },
         }
     }
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // Every online CPU is measured (not only those this process may run on: pinned with
+    // taskset, it still reads every CPU's columns, as a run with -c all does).
+    let cpu_list: Vec<usize> = sandglass::system::online_cpus()
+        .map(|l| l.to_vec())
+        .unwrap_or_else(|| vec![0]);
+    let cpus = cpu_list.len();
     // Threads that sleep until the end: their status and schedstat files are read.
     let (tx, rx) = std::sync::mpsc::channel();
     let stop = std::sync::Arc::new(std::sync::Barrier::new(threads + 1));
@@ -86,7 +91,7 @@ fn main() -> ExitCode {
         .collect();
     let tids: Vec<i32> = (0..threads).filter_map(|_| rx.recv().ok()).collect();
     let spec = SamplerSpec {
-        cpus: (0..cpus).collect(),
+        cpus: cpu_list.clone(),
         tids: tids.clone(),
     };
     // As in a run: each interval's rows are appended to sampler.csv (here in a directory
@@ -140,7 +145,6 @@ fn main() -> ExitCode {
         }
     }
     // The parsing alone, on text read once: what the sampler adds to the kernel's time.
-    let cpu_list: Vec<usize> = (0..cpus).collect();
     let text = |p: &str| std::fs::read(p).unwrap_or_default();
     let names = |t: &[u8], f: fn(&str) -> (Vec<usize>, Vec<procfs::Counted>)| {
         procfs::Names::new(

@@ -353,7 +353,7 @@ pub fn pre_run_warnings(
     if placement.main_cpu.is_none() {
         let sampler = if plan.sample_hz > 0 {
             format!(
-                " and take the /proc sampler's {} snapshots a second (at 10 a second they take 0.1% to 0.2% of one CPU; docs/causes.md)",
+                " and take the /proc sampler's {} snapshots a second (at 10 a second they take about 0.15% of one CPU; docs/causes.md)",
                 plan.sample_hz
             )
         } else {

@@ -135,6 +135,8 @@ mod tests {
         assert!(pid() > 0);
         let _ = euid();
         assert!(timer_slack_ns().is_some());
+        // USER_HZ: 100 on every common architecture, never more than the kernel's HZ.
+        assert!(clock_ticks_per_second().is_some_and(|t| (24..=1000).contains(&t)));
     }
 }
 

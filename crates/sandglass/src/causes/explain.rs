@@ -318,6 +318,16 @@ mod tests {
         let t = &e.totals[0];
         assert_eq!(t.cpu, 1);
         assert_eq!(t.steal_ticks, 4);
+        // The hypervisor's share: 4 ticks over the 2 s sampled (one measured CPU).
+        assert_eq!(e.sampled_ns, 2_000_000_000);
+        let tick = digest(&spikes).tick_ns as f64;
+        assert!(
+            (t.steal_share - 4.0 * tick / 2e9).abs() < 1e-12,
+            "{}",
+            t.steal_share
+        );
+        assert_eq!(e.steal_share, t.steal_share);
+        assert!(e.spikes[1].abnormal[0].name.contains("steal"));
         let totals: Vec<(&str, u64)> = t
             .sources
             .iter()

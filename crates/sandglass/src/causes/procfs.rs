@@ -390,6 +390,9 @@ impl Scratch {
     }
 }
 
+/// The form of [`fill_interrupts`] and [`fill_softirqs`].
+pub type FillFn = fn(&[u8], &Names, &[usize], &mut Scratch, &mut [Vec<u64>]);
+
 /// The counts of `text` (`/proc/interrupts`) for the sources `names` on the measured `cpus`,
 /// into `out[source][i]` (a source or CPU missing from the file counts zero): what
 /// [`parse_interrupts`] gives for those sources and columns.
@@ -730,7 +733,7 @@ ctxt 123
     }
 
     fn filled(
-        fill: fn(&[u8], &Names, &[usize], &mut Scratch, &mut [Vec<u64>]),
+        fill: FillFn,
         text: &str,
         names: &[String],
         cpus: &[usize],

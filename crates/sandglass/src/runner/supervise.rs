@@ -88,12 +88,12 @@ pub(crate) fn supervise<H: Host, C: Clock + Copy, S: Sink>(
     // The sampler reads /proc on the main thread in every run, `sample_hz` times a second
     // (`--sample-rate 0` turns it off). A snapshot reads files kept open into buffers kept
     // from the last one and allocates nothing; its cost is the kernel's formatting of the
-    // files: on a 2-vCPU virtual machine about 115 µs taken back to back, 160 µs with the
-    // cold caches of a run, most of it /proc/interrupts (docs/causes.md, BENCHMARKS.md).
+    // files: on a 2-vCPU virtual machine 120 to 145 µs taken back to back, about 150 µs with
+    // the cold caches of a run, most of it /proc/interrupts (docs/causes.md, BENCHMARKS.md).
     // Where the main thread has a CPU of its own it never touches a measuring thread. Where
     // every CPU is measured (`-c all`, the quick study) it shares one with them, as it already
-    // does for its other short turns: at 10 Hz the snapshots take 1 to 2 ms a second, 0.1% to
-    // 0.2% of one CPU, from whichever measuring thread shares the main thread's CPU. A polling
+    // does for its other short turns: at 10 Hz the snapshots take about 1.5 ms a second,
+    // 0.15% of one CPU, from whichever measuring thread shares the main thread's CPU. A polling
     // (noise) thread sees each snapshot as an interruption of its length; a real-time timer
     // thread preempts the main thread as soon as the kernel allows, which on a kernel without
     // forced preemption (`preempt=none`) is at the end of the read in progress, so a wakeup
