@@ -535,20 +535,76 @@ pub fn tracefs(data: &[u8]) {
     }
 }
 
-/// Kernel text files the sampler and the system snapshot read, chosen by the first byte.
+/// The sampler's byte parser (`fill`) gives the reference parser's counts for every source of
+/// `parsed` (the reference parse of the same text) on CPUs 0 to 3.
+fn same_counts(
+    raw: &[u8],
+    parsed: &(Vec<usize>, Vec<sandglass::causes::procfs::Counted>),
+    fill: sandglass::causes::procfs::FillFn,
+) {
+    use sandglass::causes::procfs::{Names, Scratch};
+    if std::str::from_utf8(raw).is_err() {
+        return; // the reference read lossy text; the sampler's bytes count nothing then
+    }
+    let (file_cpus, lines) = parsed;
+    let cpus = [0, 1, 2, 3];
+    let names: Vec<String> = lines.iter().map(|c| c.name.clone()).collect();
+    let mut out = vec![vec![u64::MAX; cpus.len()]; names.len()];
+    fill(
+        raw,
+        &Names::new(names.clone()),
+        &cpus,
+        &mut Scratch::default(),
+        &mut out,
+    );
+    for (name, row) in names.iter().zip(&out) {
+        let line = lines.iter().find(|c| &c.name == name);
+        for (c, got) in cpus.iter().zip(row) {
+            let want = line
+                .zip(file_cpus.iter().position(|f| f == c))
+                .and_then(|(l, i)| l.per_cpu.get(i).copied())
+                .unwrap_or(0);
+            assert_eq!(
+                *got, want,
+                "byte and reference parsers differ: {name}, CPU {c}"
+            );
+        }
+    }
+}
+
+/// Kernel text files the sampler and the system snapshot read, chosen by the first byte; the
+/// sampler's byte parsers must give the reference parsers' counts.
 pub fn procfs(data: &[u8]) {
     use sandglass::causes::procfs as p;
     let (which, rest) = select(data);
     let s = text(rest);
     match which % 10 {
         0 => {
-            let _ = p::parse_interrupts(&s);
+            let parsed = p::parse_interrupts(&s);
+            same_counts(rest, &parsed, p::fill_interrupts);
         }
         1 => {
-            let _ = p::parse_softirqs(&s);
+            let parsed = p::parse_softirqs(&s);
+            same_counts(rest, &parsed, p::fill_softirqs);
         }
         2 => {
-            let _ = p::parse_stat(&s);
+            let parsed = p::parse_stat(&s);
+            // The byte parser reads the raw bytes: text that is not UTF-8 counts nothing, as
+            // the sampler's reads of old made it empty.
+            let cpus = [0, 1, 2, 3];
+            let mut got = [p::CpuStat::default(); 4];
+            p::fill_stat(rest, &cpus, &mut Vec::new(), &mut got);
+            for (c, g) in cpus.iter().zip(&got) {
+                let want = match std::str::from_utf8(rest) {
+                    Ok(_) => parsed.iter().find(|(n, _)| n == c).map(|(_, s)| *s),
+                    Err(_) => None,
+                };
+                assert_eq!(
+                    *g,
+                    want.unwrap_or_default(),
+                    "fill_stat and parse_stat, CPU {c}"
+                );
+            }
         }
         3 => {
             let _ = p::parse_ctxt(&s);

@@ -16,9 +16,21 @@ fn seconds(ns: u64) -> String {
     format!("{:.3} s", ns as f64 / 1e9)
 }
 
+/// A share as a percentage.
+pub fn percent(share: f64) -> String {
+    format!("{:.2}%", share * 100.0)
+}
+
 /// One unusual count, for people: a run-queue wait as a time, anything else as a count.
 pub fn abnormal(a: &sandglass::causes::explain::Abnormal) -> String {
-    if a.kind == "wait_ns" {
+    if a.kind == "steal" {
+        format!(
+            "{} {} ticks (usually {})",
+            a.name,
+            count(a.count),
+            count(a.median)
+        )
+    } else if a.kind == "wait_ns" {
         format!(
             "{} {} (usually {})",
             a.name,
@@ -41,8 +53,7 @@ pub fn write(w: &mut dyn Write, c: &Causes) -> io::Result<()> {
     let sampled = if c.sample_hz > 0 {
         format!("/proc sampled {} times a second", c.sample_hz)
     } else {
-        "/proc not sampled: the sampler runs only when a CPU is free of measuring threads"
-            .to_string()
+        "/proc not sampled: the sampler was off, --sample-rate 0".to_string()
     };
     writeln!(
         w,
@@ -71,6 +82,20 @@ pub fn write(w: &mut dyn Write, c: &Causes) -> io::Result<()> {
                 w,
                 "  ... {} more explained in the JSON output",
                 e.spikes.len() - SHOWN
+            )?;
+        }
+        if !e.totals.is_empty() {
+            let per_cpu: Vec<String> = e
+                .totals
+                .iter()
+                .map(|t| format!("CPU {} {}", t.cpu, percent(t.steal_share)))
+                .collect();
+            writeln!(
+                w,
+                "  hypervisor (steal): {} of the measured CPUs' time over {} sampled ({})",
+                percent(e.steal_share),
+                seconds(e.sampled_ns),
+                per_cpu.join(", ")
             )?;
         }
         for t in &e.totals {

@@ -12,6 +12,14 @@ fn time(ns: u64) -> String {
 fn causes(w: &mut dyn Write, c: Option<&sandglass::causes::Causes>) -> io::Result<()> {
     let Some(c) = c else { return Ok(()) };
     if let Some(e) = &c.explanation {
+        if !e.totals.is_empty() {
+            writeln!(
+                w,
+                "- hypervisor (steal): {} of the measured CPUs' time over {:.3} s sampled",
+                crate::causes::percent(e.steal_share),
+                e.sampled_ns as f64 / 1e9
+            )?;
+        }
         for s in e.spikes.iter().take(5) {
             let what: Vec<String> = s.abnormal.iter().map(crate::causes::abnormal).collect();
             writeln!(

@@ -1,5 +1,5 @@
 //! Facts about the process and the machine that need a system call: identity, resource limits,
-//! timer slack, terminals, `uname`.
+//! timer slack, terminals, `uname`, the clock tick of `/proc`'s times.
 
 use crate::errno::{check, Errno};
 
@@ -56,6 +56,14 @@ pub fn rlimit(resource: Resource) -> Result<Limit, Errno> {
         soft: conv(lim.rlim_cur),
         hard: conv(lim.rlim_max),
     })
+}
+
+/// Clock ticks per second of the times in `/proc/stat` and `/proc/PID/stat` (USER_HZ,
+/// `sysconf(_SC_CLK_TCK)`; 100 on every common architecture).
+pub fn clock_ticks_per_second() -> Option<u64> {
+    // SAFETY: sysconf takes a constant name and reads no memory of ours; -1 means unknown.
+    let v = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    u64::try_from(v).ok().filter(|&v| v > 0)
 }
 
 /// The calling thread's timer slack in nanoseconds (`prctl(PR_GET_TIMERSLACK)`): how late the
@@ -127,6 +135,8 @@ mod tests {
         assert!(pid() > 0);
         let _ = euid();
         assert!(timer_slack_ns().is_some());
+        // USER_HZ: 100 on every common architecture, never more than the kernel's HZ.
+        assert!(clock_ticks_per_second().is_some_and(|t| (24..=1000).contains(&t)));
     }
 }
 

@@ -62,10 +62,22 @@ pub fn causes(p: &mut Page, c: Option<&Causes>) {
         if c.sample_hz > 0 {
             format!("/proc was sampled {} times a second while the run measured; each delay is compared with the usual counts of its CPU.", c.sample_hz)
         } else {
-            "/proc was not sampled: the sampler runs only when a CPU is free of measuring threads."
-                .to_string()
+            "/proc was not sampled: the sampler was off in this run (--sample-rate 0).".to_string()
         }
     ));
+    if let Some(e) = c.explanation.as_ref().filter(|e| !e.totals.is_empty()) {
+        let per_cpu: Vec<String> = e
+            .totals
+            .iter()
+            .map(|t| format!("CPU {} {}", t.cpu, crate::causes::percent(t.steal_share)))
+            .collect();
+        p.text(&format!(
+            "The hypervisor (steal time) took {} of the measured CPUs' time over the {} sampled ({}).",
+            crate::causes::percent(e.steal_share),
+            seconds(e.sampled_ns),
+            per_cpu.join(", ")
+        ));
+    }
     if let Some(e) = &c.explanation {
         if !e.spikes.is_empty() {
             let rows: Vec<Vec<String>> = e

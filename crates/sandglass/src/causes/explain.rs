@@ -63,12 +63,24 @@ pub struct CpuTotals {
     pub sources: Vec<Total>,
     /// Steal time in USER_HZ ticks (usually 10 ms each).
     pub steal_ticks: u64,
+    /// The hypervisor's share of this CPU over the sampled part of the run: the steal time
+    /// (when the host ran something else while this virtual CPU wanted to run) over the time
+    /// sampled.
+    #[serde(default)]
+    pub steal_share: f64,
 }
 
 /// The sampler's explanation of a run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Explanation {
     pub intervals: u64,
+    /// From the first snapshot to the last, in ns.
+    #[serde(default)]
+    pub sampled_ns: u64,
+    /// The hypervisor's share of the measured CPUs over the sampled part of the run (their
+    /// steal time over the time sampled, all measured CPUs together): 0 on bare metal.
+    #[serde(default)]
+    pub steal_share: f64,
     pub totals: Vec<CpuTotals>,
     pub spikes: Vec<SpikeExplanation>,
     /// Spikes outside every sampled interval (before the first or after the last snapshot).
@@ -83,6 +95,15 @@ pub fn explain(
     thread_of: &dyn Fn(usize) -> Option<usize>,
 ) -> Explanation {
     let cpus = &d.spec.cpus;
+    // Steal ticks over `n` CPUs as a share of the sampled time.
+    let share = |ticks: u64, n: usize| {
+        let span = d.sampled_ns as f64 * n as f64;
+        if span > 0.0 {
+            (ticks as f64 * d.tick_ns as f64 / span).min(1.0)
+        } else {
+            0.0
+        }
+    };
     let unusual = |x: u64, (m, s): (u64, u64), margin: u64| x > m + margin.max(4 * s);
     let mut out = Vec::new();
     for (sp, i) in d.chosen.iter().take(max_spikes) {
@@ -113,7 +134,7 @@ pub fn explain(
         if unusual(i.steal[c], d.steal_centre[c], 1) {
             abnormal.push(Abnormal {
                 kind: "steal".into(),
-                name: "hypervisor".into(),
+                name: "hypervisor (steal)".into(),
                 count: i.steal[c],
                 median: d.steal_centre[c].0,
             });
@@ -176,11 +197,14 @@ pub fn explain(
                 cpu,
                 sources,
                 steal_ticks: d.steal_total[c],
+                steal_share: share(d.steal_total[c], 1),
             }
         })
         .collect();
     Explanation {
         intervals: d.intervals,
+        sampled_ns: d.sampled_ns,
+        steal_share: share(d.steal_total.iter().sum(), cpus.len()),
         totals,
         spikes: out,
         unexplained_spikes: d.unexplained,
@@ -294,6 +318,16 @@ mod tests {
         let t = &e.totals[0];
         assert_eq!(t.cpu, 1);
         assert_eq!(t.steal_ticks, 4);
+        // The hypervisor's share: 4 ticks over the 2 s sampled (one measured CPU).
+        assert_eq!(e.sampled_ns, 2_000_000_000);
+        let tick = digest(&spikes).tick_ns as f64;
+        assert!(
+            (t.steal_share - 4.0 * tick / 2e9).abs() < 1e-12,
+            "{}",
+            t.steal_share
+        );
+        assert_eq!(e.steal_share, t.steal_share);
+        assert!(e.spikes[1].abnormal[0].name.contains("steal"));
         let totals: Vec<(&str, u64)> = t
             .sources
             .iter()

@@ -1,6 +1,15 @@
 //! Parsers of the `/proc` files the unprivileged sampler reads: `/proc/interrupts`,
 //! `/proc/softirqs`, the per-CPU lines of `/proc/stat` and a thread's context-switch counts.
 //! Each takes the file's text and returns counters; malformed lines are skipped, never guessed.
+//!
+//! Two forms. The `parse_*` functions return owned tables (names and every column): they
+//! learn a file's sources when the sampler starts, and they are the reference. The `fill_*`
+//! functions are what each snapshot runs: they read the same text as bytes, straight into
+//! tables the sampler allocated when it started, keeping only the measured CPUs' columns, and
+//! allocate nothing once their scratch space has grown to the file's size. On the same text
+//! both forms give the same counts (tested against each other on captured and generated text).
+//! Text that is not ASCII (never seen in `/proc`, but a device name could hold anything) goes
+//! through the reference parser, so the two can never disagree.
 
 /// One source of interrupts or softirqs and its count on every CPU (in the file's CPU order).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -129,6 +138,12 @@ pub fn parse_stat(text: &str) -> Vec<(usize, CpuStat)> {
     out
 }
 
+/// The length of one tick of `/proc/stat`'s times (USER_HZ, 100 a second where the system does
+/// not say), in ns.
+pub fn tick_ns() -> u64 {
+    1_000_000_000 / sandglass_sys::process::clock_ticks_per_second().unwrap_or(100)
+}
+
 /// `voluntary_ctxt_switches` and `nonvoluntary_ctxt_switches` of a `status` file.
 pub fn parse_ctxt(text: &str) -> Option<(u64, u64)> {
     let field = |name: &str| {
@@ -146,6 +161,455 @@ pub fn parse_ctxt(text: &str) -> Option<(u64, u64)> {
 /// field of `/proc/PID/task/TID/schedstat`.
 pub fn parse_schedstat_wait(text: &str) -> Option<u64> {
     text.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Whitespace as `str::split_whitespace` and `str::trim` see it, within ASCII.
+fn is_ws(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | 0x0B | 0x0C | b'\r')
+}
+
+/// The words of `s` between whitespace.
+fn words(s: &[u8]) -> impl Iterator<Item = &[u8]> {
+    s.split(|&b| is_ws(b)).filter(|w| !w.is_empty())
+}
+
+/// `s` without leading and trailing whitespace.
+fn trim(s: &[u8]) -> &[u8] {
+    let start = s.iter().position(|&b| !is_ws(b)).unwrap_or(s.len());
+    let end = s.iter().rposition(|&b| !is_ws(b)).map_or(start, |e| e + 1);
+    &s[start..end]
+}
+
+/// The lines of `text` (a last line without its newline included, a final empty one not).
+fn lines(text: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let empty = text.is_empty();
+    let text = text.strip_suffix(b"\n").unwrap_or(text);
+    text.split(|&b| b == b'\n')
+        .take(if empty { 0 } else { usize::MAX })
+}
+
+/// A decimal count as `str::parse::<u64>` reads it: an optional `+`, then digits only, no
+/// overflow.
+pub fn parse_u64(w: &[u8]) -> Option<u64> {
+    let digits = w.strip_prefix(b"+").unwrap_or(w);
+    if digits.is_empty() {
+        return None;
+    }
+    digits.iter().try_fold(0u64, |v, &b| {
+        if b.is_ascii_digit() {
+            v.checked_mul(10)?.checked_add(u64::from(b - b'0'))
+        } else {
+            None
+        }
+    })
+}
+
+/// The text of a `/proc` file as the sampler reads it: bytes read into storage that is kept
+/// from one snapshot to the next and grows only when the file does.
+#[derive(Debug, Default)]
+pub struct TextBuf {
+    /// Initialised storage; `len` bytes of it hold the text.
+    bytes: Vec<u8>,
+    len: usize,
+}
+
+impl TextBuf {
+    /// A buffer with room for `capacity` bytes.
+    pub fn with_capacity(capacity: usize) -> TextBuf {
+        TextBuf {
+            bytes: vec![0; capacity],
+            len: 0,
+        }
+    }
+
+    /// The text.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+
+    /// The room it has without growing.
+    pub fn capacity(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Empties it (a file that could not be read).
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    /// Replaces the text with `text`.
+    pub fn set(&mut self, text: &[u8]) {
+        if self.bytes.len() < text.len() {
+            self.bytes.resize(text.len(), 0);
+        }
+        self.bytes[..text.len()].copy_from_slice(text);
+        self.len = text.len();
+    }
+
+    /// Replaces the text with a whole `/proc` file, read with `pread` from offset 0 on a file
+    /// kept open (the kernel formats the text anew at offset 0): reads until the end, growing
+    /// the storage only when the file no longer fits. Empty on an error.
+    ///
+    /// `one_read`: the file is made by one `show` call of the kernel (`single_open`: `/proc/stat`,
+    /// `/proc/softirqs`, a task's `status` and `schedstat`), so a read that leaves room in the
+    /// buffer has returned all of it and no read is spent finding the end. Files the kernel
+    /// makes record by record (`/proc/interrupts`) can return less than there is, and are read
+    /// until a read returns nothing.
+    pub fn read_file(&mut self, f: &std::fs::File, one_read: bool) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        self.len = 0;
+        if self.bytes.is_empty() {
+            self.bytes.resize(4096, 0);
+        }
+        loop {
+            if self.len == self.bytes.len() {
+                let more = self.bytes.len() * 2;
+                self.bytes.resize(more, 0);
+            }
+            let room = self.bytes.len() - self.len;
+            match f.read_at(&mut self.bytes[self.len..], self.len as u64) {
+                Ok(0) => return Ok(()),
+                Ok(n) => {
+                    self.len += n;
+                    if one_read && n < room {
+                        return Ok(());
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.len = 0;
+                    return Err(e);
+                }
+            }
+        }
+    }
+}
+
+/// Where each of a file's sources goes: the names learnt when the sampler started, and whether
+/// two of them are the same (then every line is compared with every name, as the reference
+/// does).
+#[derive(Clone, Debug)]
+pub struct Names {
+    names: Vec<String>,
+    unique: bool,
+}
+
+impl Names {
+    pub fn new(names: Vec<String>) -> Names {
+        let mut sorted: Vec<&String> = names.iter().collect();
+        sorted.sort();
+        let unique = sorted.windows(2).all(|w| w[0] != w[1]);
+        Names { names, unique }
+    }
+
+    pub fn as_slice(&self) -> &[String] {
+        &self.names
+    }
+
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+
+    pub fn into_vec(self) -> Vec<String> {
+        self.names
+    }
+
+    /// Calls `f` with the index of every name equal to `name` that has no line yet (`filled`),
+    /// trying `hint` (the line's position) first.
+    fn each_match(&self, name: &str, hint: usize, filled: &mut [bool], mut f: impl FnMut(usize)) {
+        if self.unique {
+            let k = match self.names.get(hint) {
+                Some(n) if n == name => Some(hint),
+                _ => self.names.iter().position(|n| n == name),
+            };
+            if let Some(k) = k.filter(|&k| !filled[k]) {
+                filled[k] = true;
+                f(k);
+            }
+            return;
+        }
+        for (k, n) in self.names.iter().enumerate() {
+            if n == name && !filled[k] {
+                filled[k] = true;
+                f(k);
+            }
+        }
+    }
+}
+
+/// Scratch space of the `fill_*` functions, kept from one snapshot to the next.
+#[derive(Debug, Default)]
+pub struct Scratch {
+    /// The file's CPU columns.
+    file_cpus: Vec<usize>,
+    /// For each measured CPU, its column in the file.
+    cols: Vec<Option<usize>>,
+    /// A line's counts, up to one per column.
+    vals: Vec<u64>,
+    /// A line's source name.
+    name: String,
+    /// Which names have had their line.
+    filled: Vec<bool>,
+}
+
+impl Scratch {
+    /// Reads a header line's CPU columns and where each of `cpus` is among them.
+    fn header(&mut self, line: &[u8], cpus: &[usize]) {
+        self.file_cpus.clear();
+        for w in words(line) {
+            if let Some(n) = w.strip_prefix(b"CPU").and_then(parse_u64) {
+                if let Ok(n) = usize::try_from(n) {
+                    self.file_cpus.push(n);
+                }
+            }
+        }
+        self.cols.clear();
+        for c in cpus {
+            let col = self.file_cpus.iter().position(|f| f == c);
+            self.cols.push(col);
+        }
+    }
+
+    fn start(&mut self, names: usize, out: &mut [Vec<u64>]) {
+        self.filled.clear();
+        self.filled.resize(names, false);
+        for row in out.iter_mut() {
+            row.fill(0);
+        }
+    }
+
+    /// Writes the line's counts (`vals`, zero past them) into `out[k]` for the measured CPUs.
+    fn put(cols: &[Option<usize>], vals: &[u64], row: &mut [u64]) {
+        for (slot, col) in row.iter_mut().zip(cols) {
+            *slot = col.and_then(|c| vals.get(c)).copied().unwrap_or(0);
+        }
+    }
+}
+
+/// The form of [`fill_interrupts`] and [`fill_softirqs`].
+pub type FillFn = fn(&[u8], &Names, &[usize], &mut Scratch, &mut [Vec<u64>]);
+
+/// The counts of `text` (`/proc/interrupts`) for the sources `names` on the measured `cpus`,
+/// into `out[source][i]` (a source or CPU missing from the file counts zero): what
+/// [`parse_interrupts`] gives for those sources and columns.
+pub fn fill_interrupts(
+    text: &[u8],
+    names: &Names,
+    cpus: &[usize],
+    scratch: &mut Scratch,
+    out: &mut [Vec<u64>],
+) {
+    scratch.start(names.len(), out);
+    if !text.is_ascii() {
+        let reference = std::str::from_utf8(text).map(parse_interrupts);
+        if let Ok((file_cpus, parsed)) = reference {
+            fill_from_reference(&file_cpus, &parsed, names, cpus, out);
+        }
+        return;
+    }
+    let mut it = lines(text);
+    let Some(header) = it.next() else { return };
+    scratch.header(header, cpus);
+    let ncpus = scratch.file_cpus.len();
+    let mut at = 0;
+    for line in it {
+        let Some(colon) = line.iter().position(|&b| b == b':') else {
+            continue;
+        };
+        let label = trim(&line[..colon]);
+        if label.is_empty() {
+            continue;
+        }
+        let rest = &line[colon + 1..];
+        scratch.vals.clear();
+        for w in words(rest).take(ncpus) {
+            match parse_u64(w) {
+                Some(v) => scratch.vals.push(v),
+                None => break,
+            }
+        }
+        let counted = scratch.vals.len();
+        let name = &mut scratch.name;
+        name.clear();
+        push_ascii(name, label);
+        if label.iter().all(u8::is_ascii_digit) {
+            if let Some(device) = words(rest).skip(counted).last() {
+                name.push_str(" (");
+                push_ascii(name, device);
+                name.push(')');
+            }
+        } else {
+            let mut tail = words(rest).skip(counted).peekable();
+            if tail.peek().is_some() {
+                name.push_str(" (");
+                for (j, w) in tail.enumerate() {
+                    if j > 0 {
+                        name.push(' ');
+                    }
+                    push_ascii(name, w);
+                }
+                name.push(')');
+            }
+        }
+        let (cols, vals) = (&scratch.cols, &scratch.vals);
+        names.each_match(&scratch.name, at, &mut scratch.filled, |k| {
+            Scratch::put(cols, vals, &mut out[k]);
+        });
+        at += 1;
+    }
+}
+
+/// Appends ASCII bytes to a string.
+fn push_ascii(s: &mut String, bytes: &[u8]) {
+    s.extend(bytes.iter().map(|&b| char::from(b)));
+}
+
+/// The counts of `text` (`/proc/softirqs`) for the vectors `names` on the measured `cpus`, into
+/// `out[vector][i]`: what [`parse_softirqs`] gives for those vectors and columns.
+pub fn fill_softirqs(
+    text: &[u8],
+    names: &Names,
+    cpus: &[usize],
+    scratch: &mut Scratch,
+    out: &mut [Vec<u64>],
+) {
+    scratch.start(names.len(), out);
+    if !text.is_ascii() {
+        let reference = std::str::from_utf8(text).map(parse_softirqs);
+        if let Ok((file_cpus, parsed)) = reference {
+            fill_from_reference(&file_cpus, &parsed, names, cpus, out);
+        }
+        return;
+    }
+    let mut it = lines(text);
+    let Some(header) = it.next() else { return };
+    scratch.header(header, cpus);
+    let ncpus = scratch.file_cpus.len();
+    let mut at = 0;
+    for line in it {
+        let Some(colon) = line.iter().position(|&b| b == b':') else {
+            continue;
+        };
+        // Every word must be a count, or the line is skipped; counts past the header's
+        // columns are dropped.
+        scratch.vals.clear();
+        let mut whole = true;
+        for w in words(&line[colon + 1..]) {
+            match parse_u64(w) {
+                Some(v) if scratch.vals.len() < ncpus => scratch.vals.push(v),
+                Some(_) => {}
+                None => {
+                    whole = false;
+                    break;
+                }
+            }
+        }
+        if !whole {
+            continue;
+        }
+        scratch.name.clear();
+        push_ascii(&mut scratch.name, trim(&line[..colon]));
+        let (cols, vals) = (&scratch.cols, &scratch.vals);
+        names.each_match(&scratch.name, at, &mut scratch.filled, |k| {
+            Scratch::put(cols, vals, &mut out[k]);
+        });
+        at += 1;
+    }
+}
+
+/// The reference path for text the byte parsers leave to it: the counts of `parsed` for
+/// `names` on `cpus`.
+fn fill_from_reference(
+    file_cpus: &[usize],
+    parsed: &[Counted],
+    names: &Names,
+    cpus: &[usize],
+    out: &mut [Vec<u64>],
+) {
+    for (row, name) in out.iter_mut().zip(names.as_slice()) {
+        let Some(line) = parsed.iter().find(|p| &p.name == name) else {
+            continue;
+        };
+        for (slot, c) in row.iter_mut().zip(cpus) {
+            *slot = file_cpus
+                .iter()
+                .position(|f| f == c)
+                .and_then(|i| line.per_cpu.get(i))
+                .copied()
+                .unwrap_or(0);
+        }
+    }
+}
+
+/// The `/proc/stat` times of the measured `cpus` from `text` into `out[i]` (zero for a CPU the
+/// file does not list): what [`parse_stat`] gives for them.
+pub fn fill_stat(text: &[u8], cpus: &[usize], filled: &mut Vec<bool>, out: &mut [CpuStat]) {
+    out.fill(CpuStat::default());
+    filled.clear();
+    filled.resize(cpus.len(), false);
+    if !text.is_ascii() {
+        if let Ok(t) = std::str::from_utf8(text) {
+            let parsed = parse_stat(t);
+            for (slot, c) in out.iter_mut().zip(cpus) {
+                if let Some((_, s)) = parsed.iter().find(|(n, _)| n == c) {
+                    *slot = *s;
+                }
+            }
+        }
+        return;
+    }
+    for line in lines(text) {
+        let mut w = words(line);
+        let Some(cpu) = w
+            .next()
+            .and_then(|w| w.strip_prefix(b"cpu"))
+            .and_then(parse_u64)
+            .and_then(|n| usize::try_from(n).ok())
+        else {
+            continue;
+        };
+        let mut v = [0u64; 8];
+        let mut n = 0;
+        for x in w.map_while(parse_u64) {
+            if n < v.len() {
+                v[n] = x;
+            }
+            n += 1;
+        }
+        if n < 4 {
+            continue;
+        }
+        for (i, c) in cpus.iter().enumerate() {
+            if *c == cpu && !filled[i] {
+                filled[i] = true;
+                out[i] = CpuStat {
+                    user: v[0],
+                    nice: v[1],
+                    system: v[2],
+                    idle: v[3],
+                    iowait: v[4],
+                    irq: v[5],
+                    softirq: v[6],
+                    steal: v[7],
+                };
+            }
+        }
+    }
+}
+
+/// [`parse_ctxt`] of a `status` file's bytes (text that is not UTF-8 reads as empty, as
+/// `read_to_string` would make it).
+pub fn ctxt_of(text: &[u8]) -> Option<(u64, u64)> {
+    parse_ctxt(std::str::from_utf8(text).unwrap_or(""))
+}
+
+/// [`parse_schedstat_wait`] of a `schedstat` file's bytes.
+pub fn schedstat_wait_of(text: &[u8]) -> Option<u64> {
+    parse_schedstat_wait(std::str::from_utf8(text).unwrap_or(""))
 }
 
 #[cfg(test)]
@@ -240,6 +704,282 @@ ctxt 123
     fn schedstat_wait() {
         assert_eq!(parse_schedstat_wait("123456 7890 42\n"), Some(7890));
         assert_eq!(parse_schedstat_wait(""), None);
+    }
+
+    /// The sampler's path before the byte parsers, the oracle: the reference parse of the
+    /// whole text, then the named sources' counts on the measured CPUs.
+    fn oracle(
+        (file_cpus, parsed): (Vec<usize>, Vec<Counted>),
+        names: &[String],
+        cpus: &[usize],
+    ) -> Vec<Vec<u64>> {
+        let cols: Vec<Option<usize>> = cpus
+            .iter()
+            .map(|c| file_cpus.iter().position(|f| f == c))
+            .collect();
+        names
+            .iter()
+            .map(|n| {
+                let line = parsed.iter().find(|p| &p.name == n);
+                cols.iter()
+                    .map(|col| {
+                        line.zip(*col)
+                            .and_then(|(l, i)| l.per_cpu.get(i).copied())
+                            .unwrap_or(0)
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    fn filled(
+        fill: FillFn,
+        text: &str,
+        names: &[String],
+        cpus: &[usize],
+        scratch: &mut Scratch,
+    ) -> Vec<Vec<u64>> {
+        // Stale values in the output must not survive a fill.
+        let mut out = vec![vec![7; cpus.len()]; names.len()];
+        fill(
+            text.as_bytes(),
+            &Names::new(names.to_vec()),
+            cpus,
+            scratch,
+            &mut out,
+        );
+        out
+    }
+
+    /// The byte parsers and the oracle agree on `text` for the sources named in `names_from`
+    /// (what the sampler learnt when it started) on `cpus`.
+    fn agree(text: &str, names_from: &str, cpus: &[usize]) {
+        let mut scratch = Scratch::default();
+        let names: Vec<String> = parse_interrupts(names_from)
+            .1
+            .into_iter()
+            .map(|c| c.name)
+            .collect();
+        assert_eq!(
+            filled(fill_interrupts, text, &names, cpus, &mut scratch),
+            oracle(parse_interrupts(text), &names, cpus),
+            "interrupts, cpus {cpus:?}:\n{text}"
+        );
+        let names: Vec<String> = parse_softirqs(names_from)
+            .1
+            .into_iter()
+            .map(|c| c.name)
+            .collect();
+        assert_eq!(
+            filled(fill_softirqs, text, &names, cpus, &mut scratch),
+            oracle(parse_softirqs(text), &names, cpus),
+            "softirqs, cpus {cpus:?}:\n{text}"
+        );
+        let stats = parse_stat(text);
+        let want: Vec<CpuStat> = cpus
+            .iter()
+            .map(|c| {
+                stats
+                    .iter()
+                    .find(|(n, _)| n == c)
+                    .map(|(_, s)| *s)
+                    .unwrap_or_default()
+            })
+            .collect();
+        let mut got = vec![
+            CpuStat {
+                steal: 9,
+                ..CpuStat::default()
+            };
+            cpus.len()
+        ];
+        fill_stat(text.as_bytes(), cpus, &mut Vec::new(), &mut got);
+        assert_eq!(got, want, "stat, cpus {cpus:?}:\n{text}");
+        assert_eq!(ctxt_of(text.as_bytes()), parse_ctxt(text));
+        assert_eq!(
+            schedstat_wait_of(text.as_bytes()),
+            parse_schedstat_wait(text)
+        );
+    }
+
+    const KVM: &str = include_str!("testdata/interrupts-kvm-2cpu.txt");
+    const X86_48: &str = include_str!("testdata/interrupts-x86-48cpu-offline.txt");
+    const ARM64: &str = include_str!("testdata/interrupts-arm64-4cpu.txt");
+
+    #[test]
+    fn byte_parsers_agree_with_the_reference_on_captured_layouts() {
+        let softirqs = include_str!("testdata/softirqs-kvm-2cpu.txt");
+        let stat = include_str!("testdata/stat-kvm-2cpu.txt");
+        for text in [KVM, X86_48, ARM64, INTERRUPTS, softirqs, stat] {
+            for cpus in [
+                &[0usize][..],
+                &[1],
+                &[0, 1],
+                &[1, 0],
+                &[2, 5, 47],
+                &[3, 40, 9],
+            ] {
+                agree(text, text, cpus);
+            }
+        }
+        // The 48-CPU layout: names with spaces and commas, offline CPUs 5 and 40 count zero.
+        let names: Vec<String> = parse_interrupts(X86_48)
+            .1
+            .into_iter()
+            .map(|c| c.name)
+            .collect();
+        assert!(names.contains(&"16 (i801_smbus)".to_string()), "{names:?}");
+        assert!(names.contains(&"MCP (Machine check polls)".to_string()));
+        assert!(names.contains(&"ERR".to_string()) && names.contains(&"MIS".to_string()));
+        let got = filled(
+            fill_interrupts,
+            X86_48,
+            &names,
+            &[4, 5, 6],
+            &mut Scratch::default(),
+        );
+        assert!(got.iter().all(|row| row[1] == 0), "CPU 5 is offline");
+        let loc = names.iter().position(|n| n.starts_with("LOC")).unwrap_or(0);
+        assert!(got[loc][0] > 0 && got[loc][2] > 0);
+        // arm64: lettered IPIs with descriptions, a short Err line.
+        let names: Vec<String> = parse_interrupts(ARM64)
+            .1
+            .into_iter()
+            .map(|c| c.name)
+            .collect();
+        assert_eq!(names[0], "11 (arch_timer)");
+        assert_eq!(names[8], "IPI3 (CPU stop (for crash dump) interrupts)");
+        assert_eq!(names.last().map(String::as_str), Some("Err"));
+    }
+
+    #[test]
+    fn byte_parsers_agree_when_the_sources_changed_since_the_start() {
+        // A device gone, one added, lines reordered: the counts follow the names.
+        let later = KVM
+            .lines()
+            .filter(|l| !l.contains("virtio0-stats"))
+            .map(|l| l.replace("ttyS0", "ttyS1"))
+            .collect::<Vec<_>>();
+        let mut later = later.join("\n");
+        later.push_str("\n 99:  5  6  IO-APIC 9-edge   new-device\n");
+        agree(&later, KVM, &[0, 1]);
+        let reordered = {
+            let mut v: Vec<&str> = KVM.lines().collect();
+            v[1..].reverse();
+            v.join("\n")
+        };
+        agree(&reordered, KVM, &[1, 0]);
+        // Two sources with one name: both take the first line, as the reference does.
+        let dup = "  CPU0 CPU1\nLOC: 1 2 Local\nLOC: 3 4 Local\nXYZ: 5 6\n";
+        agree(dup, dup, &[0, 1]);
+        assert_eq!(
+            filled(
+                fill_interrupts,
+                dup,
+                &["LOC (Local)".into(), "LOC (Local)".into()],
+                &[1],
+                &mut Scratch::default()
+            ),
+            [[2], [2]]
+        );
+    }
+
+    #[test]
+    fn byte_parsers_agree_on_odd_lines() {
+        let odd = [
+            "",
+            "\n",
+            "  CPU0 CPU1",
+            "  CPU0 CPU1\r\n LOC: 1 2 Local timer\r\n ERR: 3\r\n",
+            "CPU0\tCPU1\n  7:\t1\t2\tedge\tdev name\n",
+            "  CPU0 CPU1\n LOC: 1 x 2 Local\n NMI: +4 5\n BIG: 18446744073709551615 18446744073709551616 tail\n",
+            "  CPU0 CPU1\n no colon here\n : 1 2 empty label\n 12: 1 2\n 13:\n",
+            "  CPU0 CPU0 CPU1\n A: 1 2 3 4 5\n",
+            "  CPU1 CPU0\n A: 1 2\n B: 3\n",
+            "  CPU0 CPU1\n TIMER: 1 2 3\n HI:\n X: 1 a\n",
+            "cpu 1 2 3 4\ncpu0 1 2 3 4 5 6 7 8 9 10\ncpu1 1 2 3\ncpu+1 5 6 7 8\ncpu1 9 9 9 9\ncpux 1 2 3 4\n",
+            "cpu0 1 2 3 4 x 6 7 8\ncpu18446744073709551616 1 2 3 4\n",
+            "voluntary_ctxt_switches:\t17\nnonvoluntary_ctxt_switches: :: 4 \n",
+            "voluntary_ctxt_switches: x\nvoluntary_ctxt_switches: 5\nnonvoluntary_ctxt_switches: 1\n",
+            "123 456 789\n",
+            // Not ASCII: the reference parser reads it.
+            "  CPU0 CPU1\n LOC: 1\u{a0}2 Local\u{2003}timer\n é: 3 4 ü\n",
+        ];
+        for text in odd {
+            for cpus in [&[0usize][..], &[1], &[0, 1], &[1, 0], &[2]] {
+                agree(text, text, cpus);
+                agree(text, KVM, cpus);
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn byte_parsers_agree_on_generated_text(
+            lines in proptest::collection::vec(
+                proptest::collection::vec(
+                    proptest::sample::select(vec![
+                        "CPU0", "CPU1", "CPU3", "cpu0", "cpu1", "cpu", "12", "0", "+3", "+",
+                        "18446744073709551616", "LOC", "ERR", "Local", "timer", "x", ":", " ",
+                        "  ", "\t", "\r", "(", ")", "edge", "voluntary_ctxt_switches",
+                        "nonvoluntary_ctxt_switches", "\u{a0}", "é",
+                    ]),
+                    0..12,
+                ),
+                0..8,
+            ),
+            cpus in proptest::collection::vec(0usize..4, 0..4),
+        ) {
+            let text: String = lines.iter().map(|l| l.concat() + "\n").collect();
+            agree(&text, &text, &cpus);
+            agree(&text, KVM, &cpus);
+        }
+    }
+
+    #[test]
+    fn this_machine_parses_alike_both_ways() {
+        let cpus: Vec<usize> =
+            (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect();
+        for path in ["/proc/interrupts", "/proc/softirqs", "/proc/stat"] {
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            agree(&text, &text, &cpus);
+        }
+        // Read as the sampler reads: one file kept open, read again from offset 0.
+        let f = std::fs::File::open("/proc/interrupts").expect("open /proc/interrupts");
+        let mut buf = TextBuf::with_capacity(64);
+        buf.read_file(&f, false).expect("read");
+        let first = buf.bytes().len();
+        assert!(first > 64 && buf.capacity() >= first, "grew to fit");
+        buf.read_file(&f, false).expect("read again");
+        let text = std::str::from_utf8(buf.bytes()).expect("ASCII");
+        assert!(
+            text.starts_with(' ') && text.contains("CPU0"),
+            "from the start"
+        );
+        let names: Vec<String> = parse_interrupts(text)
+            .1
+            .into_iter()
+            .map(|c| c.name)
+            .collect();
+        let got = filled(
+            fill_interrupts,
+            text,
+            &names,
+            &cpus,
+            &mut Scratch::default(),
+        );
+        assert_eq!(got, oracle(parse_interrupts(text), &names, &cpus));
+        assert!(
+            got.iter().flatten().any(|&n| n > 0),
+            "some interrupt has fired"
+        );
+        // A file made in one piece is whole after one read, even into a small buffer first.
+        let f = std::fs::File::open("/proc/self/status").expect("open status");
+        let mut buf = TextBuf::with_capacity(16);
+        buf.read_file(&f, true).expect("read");
+        let whole = std::fs::read_to_string("/proc/self/status").expect("status");
+        assert_eq!(buf.bytes().len(), whole.len());
+        assert!(ctxt_of(buf.bytes()).is_some());
     }
 
     #[test]

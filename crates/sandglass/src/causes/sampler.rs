@@ -2,9 +2,13 @@
 //! lines of `/proc/stat` and the measuring threads' context-switch counts, taken on the main
 //! (housekeeping) thread at a fixed rate during a run, and the per-interval deltas they give.
 //!
-//! A snapshot reads four small files and allocates; it runs on the main thread, never on a
-//! measuring thread, and only between the main thread's waits. Only the measured CPUs' columns
-//! are kept.
+//! A snapshot runs on the main thread, never on a measuring thread, and only between the main
+//! thread's waits. Each file is opened once, when the sampler first reads it, and kept open:
+//! a snapshot is one `pread` from offset 0 per file (and one more to find the end of
+//! `/proc/interrupts`) into a buffer kept from the last snapshot, and the counts are parsed straight out of those bytes
+//! into tables allocated when the sampler started ([`procfs`]'s `fill_*`), the measured CPUs'
+//! columns only. What remains is the kernel's own formatting of the files, most of it
+//! `/proc/interrupts` (see docs/causes.md for the cost per snapshot).
 //!
 //! The sampler keeps nothing that grows with the run: each interval's non-zero deltas are
 //! appended to `sampler.csv` as the interval closes, each source's per-interval counts go into a
@@ -12,7 +16,7 @@
 //! that hold the largest spikes are kept, chosen as the spikes arrive ([`Digest`]).
 
 use super::explain::SpikeAt;
-use super::procfs::{self, CpuStat};
+use super::procfs::{self, CpuStat, Names, Scratch, TextBuf};
 use crate::store::append::AppendFile;
 use crate::store::{FileEntry, StoreError};
 use std::path::Path;
@@ -43,71 +47,136 @@ pub struct Snapshot {
     pub wait_ns: Vec<u64>,
 }
 
-/// The counts of the sources named `names` on `cpus`, from `parsed` whose columns are
-/// `file_cpus`; a source or CPU missing from the file counts zero.
-fn pick(
-    names: &[String],
-    cpus: &[usize],
-    file_cpus: &[usize],
-    parsed: &[procfs::Counted],
-) -> Vec<Vec<u64>> {
-    let cols: Vec<Option<usize>> = cpus
-        .iter()
-        .map(|c| file_cpus.iter().position(|f| f == c))
-        .collect();
-    names
-        .iter()
-        .map(|n| {
-            let line = parsed.iter().find(|p| &p.name == n);
-            cols.iter()
-                .map(|col| {
-                    line.zip(*col)
-                        .and_then(|(l, i)| l.per_cpu.get(i).copied())
-                        .unwrap_or(0)
-                })
-                .collect()
-        })
-        .collect()
+impl Snapshot {
+    /// A snapshot of zeros with room for `irqs` interrupt sources and `softirqs` vectors.
+    fn zeroed(spec: &SamplerSpec, irqs: usize, softirqs: usize) -> Snapshot {
+        let c = spec.cpus.len();
+        let t = spec.tids.len();
+        Snapshot {
+            at_ns: 0,
+            irq: vec![vec![0; c]; irqs],
+            softirq: vec![vec![0; c]; softirqs],
+            stat: vec![CpuStat::default(); c],
+            ctxt: vec![(0, 0); t],
+            wait_ns: vec![0; t],
+        }
+    }
 }
 
-/// The texts of the four sources, read from a place: `/proc` for a run, strings in tests.
+/// A file the sampler reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProcFile {
+    Interrupts,
+    Softirqs,
+    Stat,
+    /// `/proc/self/task/TID/status` of a measuring thread.
+    Status(i32),
+    /// `/proc/self/task/TID/schedstat` of a measuring thread.
+    Schedstat(i32),
+}
+
+/// Where the sampler's files come from: `/proc` for a run, scripted texts in tests.
 pub trait Source {
-    fn interrupts(&mut self) -> String;
-    fn softirqs(&mut self) -> String;
-    fn stat(&mut self) -> String;
-    fn status(&mut self, tid: i32) -> String;
-    fn schedstat(&mut self, tid: i32) -> String;
+    /// Replaces the text in `buf` with `file`'s (empty when it cannot be read). `buf` is kept
+    /// from one snapshot to the next: a source fills it without allocating once it is large
+    /// enough.
+    fn read(&mut self, file: ProcFile, buf: &mut TextBuf);
 }
 
-/// The running system.
-pub struct Proc;
+/// A file opened on its first read and kept open: `None` before that, `Some(None)` when it
+/// could not be opened (it is not tried again).
+#[derive(Debug, Default)]
+struct Kept(Option<Option<std::fs::File>>);
+
+impl Kept {
+    /// `one_read`: see [`TextBuf::read_file`].
+    fn read(&mut self, path: impl FnOnce() -> String, one_read: bool, buf: &mut TextBuf) {
+        match self
+            .0
+            .get_or_insert_with(|| std::fs::File::open(path()).ok())
+        {
+            // An error leaves the buffer empty: the snapshot counts zero, as for a thread gone.
+            Some(f) => {
+                let _ = buf.read_file(f, one_read);
+            }
+            None => buf.clear(),
+        }
+    }
+}
+
+/// The running system. Each file is opened on its first read and kept open, and read with
+/// `pread` from offset 0 after that: `/proc` formats the text anew at each read from the
+/// start, so a kept file gives fresh counts without an `open` and a `close` per snapshot (and a
+/// thread's files keep naming that thread, not a later one given its id).
+#[derive(Debug, Default)]
+pub struct Proc {
+    interrupts: Kept,
+    softirqs: Kept,
+    stat: Kept,
+    /// Per measuring thread: its `status` and `schedstat`.
+    threads: Vec<(i32, Kept, Kept)>,
+}
+
+impl Proc {
+    pub fn new() -> Proc {
+        Proc::default()
+    }
+}
 
 impl Source for Proc {
-    fn interrupts(&mut self) -> String {
-        std::fs::read_to_string("/proc/interrupts").unwrap_or_default()
+    fn read(&mut self, file: ProcFile, buf: &mut TextBuf) {
+        match file {
+            ProcFile::Interrupts => self
+                .interrupts
+                .read(|| "/proc/interrupts".into(), false, buf),
+            ProcFile::Softirqs => self.softirqs.read(|| "/proc/softirqs".into(), true, buf),
+            ProcFile::Stat => self.stat.read(|| "/proc/stat".into(), true, buf),
+            ProcFile::Status(tid) | ProcFile::Schedstat(tid) => {
+                let at = match self.threads.iter().position(|t| t.0 == tid) {
+                    Some(at) => at,
+                    None => {
+                        self.threads.push((tid, Kept::default(), Kept::default()));
+                        self.threads.len() - 1
+                    }
+                };
+                let (_, status, schedstat) = &mut self.threads[at];
+                if matches!(file, ProcFile::Status(_)) {
+                    status.read(|| format!("/proc/self/task/{tid}/status"), true, buf);
+                } else {
+                    schedstat.read(|| format!("/proc/self/task/{tid}/schedstat"), true, buf);
+                }
+            }
+        }
     }
-    fn softirqs(&mut self) -> String {
-        std::fs::read_to_string("/proc/softirqs").unwrap_or_default()
-    }
-    fn stat(&mut self) -> String {
-        std::fs::read_to_string("/proc/stat").unwrap_or_default()
-    }
-    fn status(&mut self, tid: i32) -> String {
-        std::fs::read_to_string(format!("/proc/self/task/{tid}/status")).unwrap_or_default()
-    }
-    fn schedstat(&mut self, tid: i32) -> String {
-        std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).unwrap_or_default()
-    }
+}
+
+/// The files' texts, kept from one snapshot to the next.
+struct Bufs {
+    interrupts: TextBuf,
+    softirqs: TextBuf,
+    stat: TextBuf,
+    /// A measuring thread's `status`, then its `schedstat`.
+    thread: TextBuf,
 }
 
 /// Takes snapshots during a run and digests them as it goes.
 pub struct Sampler<S: Source> {
     source: S,
     spec: SamplerSpec,
-    irq_names: Vec<String>,
-    softirq_names: Vec<String>,
-    last: Option<Snapshot>,
+    irq_names: Names,
+    softirq_names: Names,
+    bufs: Bufs,
+    scratch: Scratch,
+    stat_filled: Vec<bool>,
+    /// The snapshot being taken, and the one before it (`have_prev` once there is one).
+    cur: Snapshot,
+    prev: Snapshot,
+    have_prev: bool,
     csv: Option<AppendFile>,
+    /// An interval's rows for `sampler.csv`, kept from one interval to the next.
+    rows: String,
+    /// When `sampler.csv` was last flushed (ns from the run's start).
+    flushed_ns: u64,
     digest: DigestBuilder,
 }
 
@@ -129,75 +198,121 @@ impl<S: Source> Sampler<S> {
 
     /// A sampler that writes no file.
     pub fn without_file(mut source: S, spec: SamplerSpec) -> Sampler<S> {
-        let (_, irqs) = procfs::parse_interrupts(&source.interrupts());
-        let (_, softirqs) = procfs::parse_softirqs(&source.softirqs());
-        let irq_names: Vec<String> = irqs.into_iter().map(|c| c.name).collect();
-        let softirq_names: Vec<String> = softirqs.into_iter().map(|c| c.name).collect();
+        let mut bufs = Bufs {
+            interrupts: TextBuf::with_capacity(16 << 10),
+            softirqs: TextBuf::with_capacity(4 << 10),
+            stat: TextBuf::with_capacity(8 << 10),
+            thread: TextBuf::with_capacity(4 << 10),
+        };
+        // The names, from the reference parsers (this is the only allocating read).
+        let text = |b: &TextBuf| std::str::from_utf8(b.bytes()).unwrap_or("").to_string();
+        source.read(ProcFile::Interrupts, &mut bufs.interrupts);
+        source.read(ProcFile::Softirqs, &mut bufs.softirqs);
+        let (_, irqs) = procfs::parse_interrupts(&text(&bufs.interrupts));
+        let (_, softirqs) = procfs::parse_softirqs(&text(&bufs.softirqs));
+        let irq_names = Names::new(irqs.into_iter().map(|c| c.name).collect());
+        let softirq_names = Names::new(softirqs.into_iter().map(|c| c.name).collect());
         let digest = DigestBuilder::new(&spec, irq_names.len(), softirq_names.len());
+        let cur = Snapshot::zeroed(&spec, irq_names.len(), softirq_names.len());
         Sampler {
             source,
-            spec,
             irq_names,
             softirq_names,
-            last: None,
+            bufs,
+            scratch: Scratch::default(),
+            stat_filled: Vec::with_capacity(spec.cpus.len()),
+            prev: cur.clone(),
+            cur,
+            have_prev: false,
             csv: None,
+            rows: String::with_capacity(4 << 10),
+            flushed_ns: 0,
             digest,
+            spec,
         }
     }
 
-    fn snapshot(&mut self, at_ns: u64) -> Snapshot {
-        let spec = &self.spec;
-        let (icpus, irqs) = procfs::parse_interrupts(&self.source.interrupts());
-        let (scpus, softirqs) = procfs::parse_softirqs(&self.source.softirqs());
-        let stats = procfs::parse_stat(&self.source.stat());
-        let stat = spec
-            .cpus
-            .iter()
-            .map(|c| {
-                stats
-                    .iter()
-                    .find(|(n, _)| n == c)
-                    .map(|(_, s)| *s)
-                    .unwrap_or_default()
-            })
-            .collect();
-        let tids = spec.tids.clone();
-        let ctxt = tids
-            .iter()
-            .map(|&t| procfs::parse_ctxt(&self.source.status(t)).unwrap_or((0, 0)))
-            .collect();
-        let wait_ns = tids
-            .iter()
-            .map(|&t| procfs::parse_schedstat_wait(&self.source.schedstat(t)).unwrap_or(0))
-            .collect();
-        Snapshot {
-            at_ns,
-            irq: pick(&self.irq_names, &spec.cpus, &icpus, &irqs),
-            softirq: pick(&self.softirq_names, &spec.cpus, &scpus, &softirqs),
-            stat,
-            ctxt,
-            wait_ns,
+    /// Fills `self.cur`: no allocation once the buffers fit the files.
+    fn snapshot(&mut self, at_ns: u64) {
+        let (spec, bufs, snap) = (&self.spec, &mut self.bufs, &mut self.cur);
+        snap.at_ns = at_ns;
+        self.source.read(ProcFile::Interrupts, &mut bufs.interrupts);
+        procfs::fill_interrupts(
+            bufs.interrupts.bytes(),
+            &self.irq_names,
+            &spec.cpus,
+            &mut self.scratch,
+            &mut snap.irq,
+        );
+        self.source.read(ProcFile::Softirqs, &mut bufs.softirqs);
+        procfs::fill_softirqs(
+            bufs.softirqs.bytes(),
+            &self.softirq_names,
+            &spec.cpus,
+            &mut self.scratch,
+            &mut snap.softirq,
+        );
+        self.source.read(ProcFile::Stat, &mut bufs.stat);
+        procfs::fill_stat(
+            bufs.stat.bytes(),
+            &spec.cpus,
+            &mut self.stat_filled,
+            &mut snap.stat,
+        );
+        for (j, &tid) in spec.tids.iter().enumerate() {
+            self.source.read(ProcFile::Status(tid), &mut bufs.thread);
+            snap.ctxt[j] = procfs::ctxt_of(bufs.thread.bytes()).unwrap_or((0, 0));
+            self.source.read(ProcFile::Schedstat(tid), &mut bufs.thread);
+            snap.wait_ns[j] = procfs::schedstat_wait_of(bufs.thread.bytes()).unwrap_or(0);
         }
     }
 
     /// Takes one snapshot stamped `at_ns` (ns from the run's time zero); the interval it closes
     /// is written to `sampler.csv` and digested.
     pub fn sample(&mut self, at_ns: u64) -> Result<(), StoreError> {
-        let snap = self.snapshot(at_ns);
-        if let Some(prev) = self.last.take() {
-            let iv = interval(&prev, &snap);
+        self.snapshot(at_ns);
+        if self.have_prev {
+            // The storage of the oldest interval the digest let go, or a new one.
+            let mut iv = self.digest.spare.take().unwrap_or_else(|| Interval {
+                start_ns: 0,
+                end_ns: 0,
+                irq: Vec::new(),
+                softirq: Vec::new(),
+                steal: Vec::new(),
+                ctxt: Vec::new(),
+                wait_ns: Vec::new(),
+            });
+            interval_into(&self.prev, &self.cur, &mut iv);
             if let Some(f) = self.csv.as_mut() {
-                let rows = csv_rows(&self.spec, &self.irq_names, &self.softirq_names, &iv);
-                f.append(rows.as_bytes())?;
-                f.flush()?;
+                self.rows.clear();
+                csv_rows(
+                    &mut self.rows,
+                    &self.spec,
+                    self.irq_names.as_slice(),
+                    self.softirq_names.as_slice(),
+                    &iv,
+                );
+                f.append(self.rows.as_bytes())?;
+                // Handed to the kernel once a second, not at every interval: a process killed
+                // outright loses at most the last second of rows, as it does of the samples.
+                if at_ns.saturating_sub(self.flushed_ns) >= 1_000_000_000 {
+                    f.flush()?;
+                    self.flushed_ns = at_ns;
+                }
             }
             self.digest.add(iv);
         } else {
             self.digest.first_ns = Some(at_ns);
         }
         self.digest.last_ns = Some(at_ns);
-        self.last = Some(snap);
+        std::mem::swap(&mut self.prev, &mut self.cur);
+        self.have_prev = true;
         Ok(())
+    }
+
+    /// The last snapshot taken, if any.
+    pub fn last(&self) -> Option<&Snapshot> {
+        self.have_prev.then_some(&self.prev)
     }
 
     /// Spikes found since the last call (in any order): each is explained with the interval
@@ -211,71 +326,86 @@ impl<S: Source> Sampler<S> {
     /// The digest of the whole run, with `sampler.csv`'s manifest entry.
     pub fn finish(self) -> Result<Digest, StoreError> {
         let file = self.csv.map(|f| f.finish()).transpose()?;
-        Ok(self
-            .digest
-            .finish(self.spec, self.irq_names, self.softirq_names, file))
+        Ok(self.digest.finish(
+            self.spec,
+            self.irq_names.into_vec(),
+            self.softirq_names.into_vec(),
+            file,
+        ))
     }
 }
 
 /// The interval between two snapshots (counters that went backwards count zero).
 pub fn interval(a: &Snapshot, b: &Snapshot) -> Interval {
-    let d = |a: u64, b: u64| b.saturating_sub(a);
-    let dd = |a: &[Vec<u64>], b: &[Vec<u64>]| -> Vec<Vec<u64>> {
-        a.iter()
-            .zip(b)
-            .map(|(x, y)| x.iter().zip(y).map(|(&p, &q)| d(p, q)).collect())
-            .collect()
+    let mut iv = Interval {
+        start_ns: 0,
+        end_ns: 0,
+        irq: Vec::new(),
+        softirq: Vec::new(),
+        steal: Vec::new(),
+        ctxt: Vec::new(),
+        wait_ns: Vec::new(),
     };
-    Interval {
-        start_ns: a.at_ns,
-        end_ns: b.at_ns,
-        irq: dd(&a.irq, &b.irq),
-        softirq: dd(&a.softirq, &b.softirq),
-        steal: a
-            .stat
-            .iter()
-            .zip(&b.stat)
-            .map(|(p, q)| d(p.steal, q.steal))
-            .collect(),
-        ctxt: a
-            .ctxt
+    interval_into(a, b, &mut iv);
+    iv
+}
+
+/// [`interval`] into `iv`'s storage (which grows only the first time).
+fn interval_into(a: &Snapshot, b: &Snapshot, iv: &mut Interval) {
+    let d = |a: u64, b: u64| b.saturating_sub(a);
+    let dd = |a: &[Vec<u64>], b: &[Vec<u64>], out: &mut Vec<Vec<u64>>| {
+        out.resize_with(a.len().min(b.len()), Vec::new);
+        for ((x, y), o) in a.iter().zip(b).zip(out.iter_mut()) {
+            o.clear();
+            o.extend(x.iter().zip(y).map(|(&p, &q)| d(p, q)));
+        }
+    };
+    iv.start_ns = a.at_ns;
+    iv.end_ns = b.at_ns;
+    dd(&a.irq, &b.irq, &mut iv.irq);
+    dd(&a.softirq, &b.softirq, &mut iv.softirq);
+    iv.steal.clear();
+    iv.steal
+        .extend(a.stat.iter().zip(&b.stat).map(|(p, q)| d(p.steal, q.steal)));
+    iv.ctxt.clear();
+    iv.ctxt.extend(
+        a.ctxt
             .iter()
             .zip(&b.ctxt)
-            .map(|(p, q)| (d(p.0, q.0), d(p.1, q.1)))
-            .collect(),
-        wait_ns: a
-            .wait_ns
-            .iter()
-            .zip(&b.wait_ns)
-            .map(|(&p, &q)| d(p, q))
-            .collect(),
+            .map(|(p, q)| (d(p.0, q.0), d(p.1, q.1))),
+    );
+    iv.wait_ns.clear();
+    iv.wait_ns
+        .extend(a.wait_ns.iter().zip(&b.wait_ns).map(|(&p, &q)| d(p, q)));
+}
+
+/// Appends a CSV field in double quotes, its own quotes doubled.
+fn push_quoted(out: &mut String, s: &str) {
+    out.push('"');
+    for part in s.split_inclusive('"') {
+        out.push_str(part);
+        if part.ends_with('"') {
+            out.push('"');
+        }
     }
+    out.push('"');
 }
 
-/// A CSV field in double quotes, its own quotes doubled.
-fn csv_quote(s: &str) -> String {
-    format!("\"{}\"", s.replace('"', "\"\""))
-}
-
-/// The rows of `sampler.csv` for one interval: non-zero counts only.
+/// Appends the rows of `sampler.csv` for one interval to `out`: non-zero counts only.
 fn csv_rows(
+    out: &mut String,
     spec: &SamplerSpec,
     irq_names: &[String],
     softirq_names: &[String],
     i: &Interval,
-) -> String {
+) {
     use std::fmt::Write;
-    let mut out = String::new();
     for (c, cpu) in spec.cpus.iter().enumerate() {
         let mut row = |kind: &str, name: &str, n: u64| {
             if n > 0 {
-                let _ = writeln!(
-                    out,
-                    "{},{},{cpu},{kind},{},{n}",
-                    i.start_ns,
-                    i.end_ns,
-                    csv_quote(name)
-                );
+                let _ = write!(out, "{},{},{cpu},{kind},", i.start_ns, i.end_ns);
+                push_quoted(out, name);
+                let _ = writeln!(out, ",{n}");
             }
         };
         for (s, name) in irq_names.iter().enumerate() {
@@ -294,7 +424,6 @@ fn csv_rows(
             }
         }
     }
-    out
 }
 
 /// How often each value occurred: exact below 1024, rounded to three significant digits above
@@ -373,6 +502,8 @@ struct DigestBuilder {
     counts: Counts,
     intervals: u64,
     recent: std::collections::VecDeque<Interval>,
+    /// The last interval let go from `recent`, whose storage the next interval reuses.
+    spare: Option<Interval>,
     pending: Vec<SpikeAt>,
     /// The largest spikes with their intervals, largest first.
     chosen: Vec<(SpikeAt, Interval)>,
@@ -399,6 +530,7 @@ impl DigestBuilder {
             },
             intervals: 0,
             recent: std::collections::VecDeque::with_capacity(RECENT),
+            spare: None,
             pending: Vec::new(),
             chosen: Vec::with_capacity(MAX_CHOSEN + 1),
             cpus: spec.cpus.clone(),
@@ -433,15 +565,20 @@ impl DigestBuilder {
             k.wait[t].add(w);
         }
         self.intervals += 1;
-        // Spikes that waited for this interval.
-        let (due, later): (Vec<SpikeAt>, Vec<SpikeAt>) =
-            self.pending.drain(..).partition(|s| s.at_ns < iv.end_ns);
-        self.pending = later;
-        for s in due {
-            self.choose(s, &iv);
+        // Spikes that waited for this interval (usually none).
+        if !self.pending.is_empty() {
+            let mut pending = std::mem::take(&mut self.pending);
+            pending.retain(|s| {
+                let due = s.at_ns < iv.end_ns;
+                if due {
+                    self.choose(*s, &iv);
+                }
+                !due
+            });
+            self.pending = pending;
         }
         if self.recent.len() == RECENT {
-            self.recent.pop_front();
+            self.spare = self.recent.pop_front();
         }
         self.recent.push_back(iv);
     }
@@ -505,6 +642,11 @@ impl DigestBuilder {
             irq_total: k.irq_total,
             softirq_total: k.softirq_total,
             steal_total: k.steal_total,
+            sampled_ns: self
+                .last_ns
+                .zip(self.first_ns)
+                .map_or(0, |(l, f)| l.saturating_sub(f)),
+            tick_ns: procfs::tick_ns(),
             chosen: self.chosen,
             unexplained: self.unexplained,
             spec,
@@ -537,6 +679,10 @@ pub struct Digest {
     pub irq_total: Vec<Vec<u64>>,
     pub softirq_total: Vec<Vec<u64>>,
     pub steal_total: Vec<u64>,
+    /// From the first snapshot to the last, in ns.
+    pub sampled_ns: u64,
+    /// The length of one tick of `/proc/stat`'s times (USER_HZ), in ns.
+    pub tick_ns: u64,
     /// The largest spikes (largest first) with their intervals.
     pub chosen: Vec<(SpikeAt, Interval)>,
     pub unexplained: u64,
@@ -614,20 +760,15 @@ pub(crate) mod tests {
     }
 
     impl Source for Script {
-        fn interrupts(&mut self) -> String {
-            nth(&self.interrupts, &mut self.calls[0])
-        }
-        fn softirqs(&mut self) -> String {
-            nth(&self.softirqs, &mut self.calls[1])
-        }
-        fn stat(&mut self) -> String {
-            nth(&self.stat, &mut self.calls[2])
-        }
-        fn status(&mut self, _tid: i32) -> String {
-            nth(&self.status, &mut self.calls[3])
-        }
-        fn schedstat(&mut self, _tid: i32) -> String {
-            nth(&self.schedstat, &mut self.calls[4])
+        fn read(&mut self, file: ProcFile, buf: &mut TextBuf) {
+            let text = match file {
+                ProcFile::Interrupts => nth(&self.interrupts, &mut self.calls[0]),
+                ProcFile::Softirqs => nth(&self.softirqs, &mut self.calls[1]),
+                ProcFile::Stat => nth(&self.stat, &mut self.calls[2]),
+                ProcFile::Status(_) => nth(&self.status, &mut self.calls[3]),
+                ProcFile::Schedstat(_) => nth(&self.schedstat, &mut self.calls[4]),
+            };
+            buf.set(text.as_bytes());
         }
     }
 
@@ -720,7 +861,7 @@ pub(crate) mod tests {
             cpus: vec![0],
             tids: vec![sandglass_sys::sched::gettid().0],
         };
-        let mut s = Sampler::without_file(Proc, spec);
+        let mut s = Sampler::without_file(Proc::new(), spec);
         s.sample(1).expect("sample");
         s.sample(2).expect("sample");
         let d = s.finish().expect("finish");

@@ -1,6 +1,7 @@
 //! Stage 6: the main thread while the threads measure. It sleeps on its own CPU, waking twenty
 //! times a second to take signals, enforce the end of the run, act on thresholds, move what
-//! the threads recorded into the store, sample `/proc` and report progress.
+//! the threads recorded into the store, sample `/proc` (in every run, beside the measuring
+//! threads when no CPU is free of them) and report progress.
 
 use super::extras::Extras;
 use super::host::{Host, Stop};
@@ -84,18 +85,30 @@ pub(crate) fn supervise<H: Host, C: Clock + Copy, S: Sink>(
         fired_ns: 0,
         actions: Vec::new(),
     };
-    // The sampler reads /proc on the main thread (a few hundred microseconds a snapshot): only
-    // where the main thread has a CPU of its own, so that it never disturbs a measuring thread.
-    let sample_every = match (plan.sample_hz, p.placement.main_cpu) {
-        (hz, Some(_)) if hz > 0 => 1_000_000_000 / u64::from(hz),
-        _ => 0,
+    // The sampler reads /proc on the main thread in every run, `sample_hz` times a second
+    // (`--sample-rate 0` turns it off). A snapshot reads files kept open into buffers kept
+    // from the last one and allocates nothing; its cost is the kernel's formatting of the
+    // files: on a 2-vCPU virtual machine 120 to 145 µs taken back to back, about 150 µs with
+    // the cold caches of a run, most of it /proc/interrupts (docs/causes.md, BENCHMARKS.md).
+    // Where the main thread has a CPU of its own it never touches a measuring thread. Where
+    // every CPU is measured (`-c all`, the quick study) it shares one with them, as it already
+    // does for its other short turns: at 10 Hz the snapshots take about 1.5 ms a second,
+    // 0.15% of one CPU, from whichever measuring thread shares the main thread's CPU. A polling
+    // (noise) thread sees each snapshot as an interruption of its length; a real-time timer
+    // thread preempts the main thread as soon as the kernel allows, which on a kernel without
+    // forced preemption (`preempt=none`) is at the end of the read in progress, so a wakeup
+    // that falls inside a snapshot can be late by up to one file's read (/proc/interrupts
+    // there: 65 µs with warm caches, up to about 125 µs cold).
+    let sample_every = match plan.sample_hz {
+        0 => 0,
+        hz => 1_000_000_000 / u64::from(hz),
     };
     let mut sampler = (sample_every > 0).then(|| {
         let spec = SamplerSpec {
             cpus: p.placement.measured.to_vec(),
             tids: threads.tids.clone(),
         };
-        Sampler::new(Proc, spec, p.dir.path())
+        Sampler::new(Proc::new(), spec, p.dir.path())
     });
     let sample = |s: &mut Sampler<Proc>, at: u64, lp: &mut Loop<'_>| {
         if let Err(e) = s.sample(at) {
