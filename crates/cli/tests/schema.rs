@@ -195,18 +195,16 @@ fn timer_json_matches_its_schema() {
     }
     let v = json_of(&["timer", "-c", "1", "-d", "2s", "--trace", "--json"]);
     assert!(
-        v["causes"]["kernel"]["largest"][0]["path"].is_object(),
+        v["causes"]["kernel"]["latency"][0]["irq_ns"].is_object(),
         "{:#}",
         v["causes"]["kernel"]
     );
-    check(
-        "timer",
-        &v,
-        &[
-            "/causes/kernel/latency/0/irq_ns",
-            "/causes/kernel/largest/0/path/wakeup_ns",
-        ],
-    );
+    // A quiet run may have no delay large enough to attribute, and so no path.
+    let mut nested = vec!["/causes/kernel/latency/0/irq_ns"];
+    if v["causes"]["kernel"]["largest"][0]["path"].is_object() {
+        nested.push("/causes/kernel/largest/0/path/wakeup_ns");
+    }
+    check("timer", &v, &nested);
 }
 
 /// Mounts tracefs where it is not yet (sandglass would, but the test looks first).
