@@ -703,6 +703,9 @@ fn explain_wakeup(
     let mut covered = 0;
     match (irq_at, wakeup_at) {
         (Some(irq), Some(woken)) => {
+            // The interrupt entry precedes the wakeup it causes; keep the stretches disjoint
+            // however the events came.
+            let irq = irq.min(woken);
             // Before the timer interrupt: only a handler (interrupts off) or NMI held it back.
             let late = |c: &Ctx| -> Share {
                 match c {
