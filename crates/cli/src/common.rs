@@ -295,6 +295,11 @@ pub struct TraceFlags {
     /// Per-CPU kernel trace buffer in KiB, with --trace
     #[arg(long, value_name = "KB", default_value_t = sandglass::causes::tracefs::DEFAULT_BUFFER_KB, value_parser = clap::value_parser!(u64).range(64..=4_194_304))]
     pub trace_buffer: u64,
+    /// With --trace, keep at most this much of the kernel's events in the run (their own
+    /// record size, such as 64MiB; all: no limit); beyond it, the windows around the largest
+    /// delays are kept
+    #[arg(long, value_name = "SIZE", default_value = "256MiB")]
+    pub trace_keep: String,
     /// End the run at the first delay longer than this (a late wakeup; an interruption for
     /// noise), keeping everything measured and the trace
     #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
@@ -333,11 +338,23 @@ impl TraceFlags {
         }))
     }
 
-    pub fn options(&self) -> Option<sandglass::causes::tracefs::TraceOptions> {
-        self.trace
+    pub fn options(&self) -> Result<Option<sandglass::causes::tracefs::TraceOptions>, Failure> {
+        let keep_bytes = if self.trace_keep.trim().eq_ignore_ascii_case("all") {
+            u64::MAX
+        } else {
+            sandglass::microbench::parse_size(&self.trace_keep).map_err(|e| {
+                Failure::usage(format!(
+                    "--trace-keep {}: {e}; or give all",
+                    self.trace_keep
+                ))
+            })?
+        };
+        Ok(self
+            .trace
             .then_some(sandglass::causes::tracefs::TraceOptions {
                 buffer_kb: self.trace_buffer,
-            })
+                keep_bytes,
+            }))
     }
 }
 

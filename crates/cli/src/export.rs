@@ -4,6 +4,7 @@
 
 use crate::common::Failure;
 use sandglass::store::RunReader;
+use sandglass::units::Nanos;
 use sandglass_report::export::{csv, cyclictest, perfetto, ExportError};
 use std::path::{Path, PathBuf};
 
@@ -30,6 +31,15 @@ pub struct ExportFlags {
     /// chrome://tracing
     #[arg(long, value_name = "FILE")]
     pub perfetto: Option<PathBuf>,
+    /// With --perfetto: only the 2 ms around each of the run's N largest delays (late wakeups,
+    /// interruptions, preemption gaps), so that a long run gives a small file
+    #[arg(
+        long,
+        value_name = "N",
+        requires = "perfetto",
+        conflicts_with = "window"
+    )]
+    pub largest: Option<usize>,
 }
 
 impl Default for ExportFlags {
@@ -40,6 +50,7 @@ impl Default for ExportFlags {
             cyclictest_max: cyclictest::DEFAULT_MAX_US,
             cyclictest_raw: false,
             perfetto: None,
+            largest: None,
         }
     }
 }
@@ -49,6 +60,23 @@ impl ExportFlags {
     pub fn any(&self) -> bool {
         self.csv.is_some() || self.cyclictest.is_some() || self.perfetto.is_some()
     }
+}
+
+/// The part of the run `--window` (START and LENGTH) and `--largest` ask the Perfetto export
+/// for.
+fn perfetto_part(
+    flags: &ExportFlags,
+    window: Option<(Nanos, Nanos)>,
+) -> Result<perfetto::Options, Failure> {
+    if flags.largest == Some(0) {
+        return Err(Failure::usage(
+            "--largest 0: give how many of the largest delays to export, such as 20".to_string(),
+        ));
+    }
+    Ok(perfetto::Options {
+        window_ns: window.map(|(a, len)| (a.0 as i64, a.0.saturating_add(len.0) as i64)),
+        largest: flags.largest,
+    })
 }
 
 /// The largest histogram cyclictest's own option accepts in practice: ten seconds in 1 µs
@@ -92,7 +120,13 @@ fn failure(flag: &str, path: &Path, e: ExportError) -> Failure {
 /// cannot be read or is damaged (the message names the file), an export that does not apply
 /// to the run's kind, an output that exists or cannot be written. Outputs are checked before
 /// anything is written.
-pub fn write_exports(flags: &ExportFlags, run: &Path) -> Result<Vec<PathBuf>, Failure> {
+/// Writes the exports `flags` asks for of `run`; `window` (start and length from the run's
+/// start) narrows the Perfetto export.
+pub fn write_exports(
+    flags: &ExportFlags,
+    run: &Path,
+    window: Option<(Nanos, Nanos)>,
+) -> Result<Vec<PathBuf>, Failure> {
     if flags.csv.is_none() && flags.cyclictest.is_none() && flags.perfetto.is_none() {
         return Ok(Vec::new());
     }
@@ -105,6 +139,7 @@ pub fn write_exports(flags: &ExportFlags, run: &Path) -> Result<Vec<PathBuf>, Fa
     if let Some(p) = &flags.cyclictest {
         output_file("--cyclictest", p)?;
     }
+    let part = perfetto_part(flags, window)?;
     if let Some(p) = &flags.perfetto {
         output_file("--perfetto", p)?;
     }
@@ -143,7 +178,7 @@ pub fn write_exports(flags: &ExportFlags, run: &Path) -> Result<Vec<PathBuf>, Fa
         written.push(p.clone());
     }
     if let Some(p) = &flags.perfetto {
-        perfetto::write(&reader, p).map_err(|e| failure("--perfetto", p, e))?;
+        perfetto::write(&reader, p, &part).map_err(|e| failure("--perfetto", p, e))?;
         written.push(p.clone());
     }
     Ok(written)

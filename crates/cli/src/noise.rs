@@ -106,7 +106,7 @@ pub fn config(a: &NoiseArgs) -> Result<NoiseConfig, Failure> {
         counter: counter_arg(&a.counter)?,
         loads: a.loads.plan()?,
         sample_hz: a.sample_rate,
-        trace: a.trace.options(),
+        trace: a.trace.options()?,
         threshold: a.trace.threshold()?,
     };
     noise::validate(&c).map_err(Failure::usage)?;

@@ -25,9 +25,9 @@ pub struct ReportArgs {
     /// disk, no network); an existing file is never overwritten
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
-    /// The window of an Hourglass run's execution timeline in the HTML page, from the run's
-    /// start, such as 1s:50ms [default: 0:100ms]
-    #[arg(long, value_name = "START:LENGTH", requires = "html")]
+    /// The window of an Hourglass run's execution timeline in the HTML page [default: 0:100ms],
+    /// or of the --perfetto export [default: all], from the run's start, such as 1s:50ms
+    #[arg(long, value_name = "START:LENGTH")]
     pub window: Option<String>,
     #[command(flatten)]
     pub export: ExportFlags,
@@ -116,6 +116,11 @@ pub fn report(a: &ReportArgs) -> Result<u8, Failure> {
     if path.join(study_run::STATE_FILE).is_file() {
         return report_study(a, &path);
     }
+    if a.window.is_some() && a.html.is_none() && a.export.perfetto.is_none() {
+        return Err(Failure::usage(
+            "--window narrows the --html timeline or the --perfetto export: add one of them",
+        ));
+    }
     if let Some(file) = &a.html {
         output_file("--html", file)?;
         let options = html::Options {
@@ -133,7 +138,8 @@ pub fn report(a: &ReportArgs) -> Result<u8, Failure> {
         return write_page(file, &page).map(|_| 0);
     }
     if a.export.any() {
-        for p in write_exports(&a.export, &path)? {
+        let window = a.window.as_deref().map(window).transpose()?;
+        for p in write_exports(&a.export, &path, window)? {
             println!("wrote {}", p.display());
         }
         return Ok(0);

@@ -6,6 +6,7 @@ use crate::common::{
 use clap::Args;
 use sandglass::model::TimerKind;
 use sandglass::timer::{self, TimerConfig};
+use sandglass::units::Nanos;
 use std::path::PathBuf;
 
 /// Options of `sandglass timer`.
@@ -67,6 +68,10 @@ pub struct TimerArgs {
     pub sample_rate: u32,
     #[command(flatten)]
     pub trace: TraceFlags,
+    /// Explain every release at least this late, such as 30us (default: 100 µs or ten times
+    /// the median lateness, whichever is larger)
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+    pub explain_above: Option<String>,
 }
 
 /// Turns the options into a configuration, refusing bad values with one clear line.
@@ -128,8 +133,18 @@ pub fn config(a: &TimerArgs) -> Result<TimerConfig, Failure> {
         counter: counter_arg(&a.counter)?,
         loads: a.loads.plan()?,
         sample_hz: a.sample_rate,
-        trace: a.trace.options(),
+        trace: a.trace.options()?,
         threshold: a.trace.threshold()?,
+        explain_above_ns: a
+            .explain_above
+            .as_deref()
+            .map(|v| match time_arg("--explain-above", v)? {
+                Nanos(0) => Err(Failure::usage(format!(
+                    "--explain-above {v}: give a positive time such as 30us"
+                ))),
+                n => Ok(n),
+            })
+            .transpose()?,
     };
     timer::validate(&c).map_err(Failure::usage)?;
     Ok(c)

@@ -175,7 +175,7 @@ fn csv_tables_of_a_synthetic_noise_run() {
 
 fn perfetto_of(run: &Path) -> (String, Value) {
     let out = run.parent().unwrap().join("trace.json");
-    perfetto::write(&RunReader::open(run).unwrap(), &out).unwrap();
+    perfetto::write(&RunReader::open(run).unwrap(), &out, &Default::default()).unwrap();
     let text = std::fs::read_to_string(&out).unwrap();
     let v = serde_json::from_str(&text).unwrap();
     (text, v)
@@ -347,7 +347,7 @@ fn exports_of_a_real_timer_run_count_what_it_recorded() {
         }
     }
     let trace = tmp.path().join("timer.json");
-    perfetto::write(&r, &trace).unwrap();
+    perfetto::write(&r, &trace, &Default::default()).unwrap();
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
     let events = v["traceEvents"].as_array().unwrap();
     let wakeups = events.iter().filter(|e| e["name"] == "wakeup").count() as u64;

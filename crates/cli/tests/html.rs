@@ -210,6 +210,53 @@ fn bad_requests_and_damaged_runs_write_nothing() {
         &["report", "t", "--html", "no/such/dir/a.html"],
         "does not exist",
     );
+    // The Perfetto export of a part of the run.
+    expect_usage(&["report", "t", "--window", "0:10ms"], "add one of them");
+    expect_usage(
+        &["report", "t", "--perfetto", "p.json", "--largest", "0"],
+        "--largest 0",
+    );
+    assert!(!d.join("p.json").exists());
+    let wakeups = |file: &str| -> Vec<f64> {
+        let v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(d.join(file)).unwrap()).unwrap();
+        v["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["name"] == "wakeup")
+            .map(|e| e["ts"].as_f64().unwrap())
+            .collect()
+    };
+    ok(d, &["report", "t", "--perfetto", "all.json"]);
+    ok(
+        d,
+        &[
+            "report",
+            "t",
+            "--perfetto",
+            "w.json",
+            "--window",
+            "100ms:50ms",
+        ],
+    );
+    ok(
+        d,
+        &["report", "t", "--perfetto", "l.json", "--largest", "2"],
+    );
+    let (all, w, l) = (wakeups("all.json"), wakeups("w.json"), wakeups("l.json"));
+    // 1 ms releases: 50 ms holds 50 wakeups, give or take the ends; each of the two largest
+    // delays brings the releases 2 ms around it.
+    assert!((49..=52).contains(&w.len()), "{} wakeups in 50 ms", w.len());
+    let first = all.iter().copied().fold(f64::MAX, f64::min);
+    assert!(w
+        .iter()
+        .all(|t| (t - first) >= 99_000.0 && (t - first) <= 151_000.0));
+    assert!(
+        (2..=12).contains(&l.len()),
+        "{} wakeups around 2 delays",
+        l.len()
+    );
     // One byte of the samples changed: the page is refused, naming the file.
     let samples = d.join("t/samples-0000.parquet");
     let mut bytes = std::fs::read(&samples).unwrap();

@@ -179,6 +179,9 @@ fn timer_bad_input() {
     usage_error("timer --cpu-dma-latency soon", "microseconds");
     usage_error("timer --frobnicate", "unexpected argument '--frobnicate'");
     usage_error("timer --stop-above 0us", "positive time");
+    usage_error("timer --explain-above 0us", "positive time");
+    usage_error("timer --trace --trace-keep lots", "--trace-keep lots");
+    usage_error("timer --explain-above soon", "--explain-above soon");
     usage_error("timer --stop-above soon", "--stop-above soon");
     usage_error(
         "timer --stop-above 1ms --on-threshold bogus",

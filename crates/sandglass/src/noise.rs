@@ -589,7 +589,8 @@ pub fn build(
             causes
                 .kernel
                 .as_ref()
-                .and_then(crate::causes::kernel_warning),
+                .map(crate::causes::kernel_warnings)
+                .unwrap_or_default(),
         );
     }
     m.warnings = warnings;

@@ -213,6 +213,7 @@ pub fn timer_config(spec: &TimerReplay) -> TimerConfig {
         sample_hz: 0,
         trace: None,
         threshold: None,
+        explain_above_ns: None,
     }
 }
 
@@ -274,7 +275,7 @@ pub fn timer(dir: &Path, spec: &TimerReplay, tool: Tool) -> Result<TimerResult, 
         timebase: tb,
         started,
     };
-    let mut sink = TimerSink::create(&setup, &spec.cpus)?;
+    let mut sink = TimerSink::create(&setup, &spec.cpus, timer::SPIKE_FLOOR_NS)?;
     let (outcomes, store_error) = drive(spec, &tb, &mut sink);
     let elapsed_ns = outcomes
         .iter()

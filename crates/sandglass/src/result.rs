@@ -199,6 +199,7 @@ pub fn save<T: Serialize>(
     }
     if let Some(k) = causes.and_then(|c| c.kernel.as_ref()) {
         files.push(crate::causes::write_attribution(&m.dir, k)?);
+        files.extend(k.files.iter().cloned());
     }
     files.push(
         m.dir

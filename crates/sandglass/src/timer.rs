@@ -75,6 +75,10 @@ pub struct TimerConfig {
     /// Stop, or act, at the first delay above a threshold (`--stop-above`, `--on-threshold`).
     #[serde(default)]
     pub threshold: Option<Threshold>,
+    /// Explain every release at least this late (`--explain-above`); `None`: the spike
+    /// threshold of [`spike_threshold`].
+    #[serde(default)]
+    pub explain_above_ns: Option<Nanos>,
 }
 
 /// Hourglass Table 1's thresholds (1, 5, 10 and 50 ms) with finer ones suited to `interval`:
@@ -339,6 +343,12 @@ pub fn spike_threshold(cpus: &[TimerCpu]) -> u64 {
         .max(SPIKE_FLOOR_NS)
 }
 
+/// The lateness from which a run logs its releases as spikes: `--explain-above` when given,
+/// else [`SPIKE_FLOOR_NS`].
+pub fn spike_floor(config: &TimerConfig) -> u64 {
+    config.explain_above_ns.map_or(SPIKE_FLOOR_NS, |n| n.0)
+}
+
 /// One CPU's second under way.
 struct Second {
     second: u64,
@@ -373,6 +383,8 @@ impl Second {
 /// into `histograms.hlog` as each second closes, and the spikes into a bounded log per CPU.
 pub struct TimerSink {
     cpus: Vec<usize>,
+    /// Releases at least this late go into the spike logs.
+    floor_ns: u64,
     /// Per thread: the corrected and the raw lateness of the releases stored.
     stored: Vec<[Histogram<u64>; 2]>,
     streams: Streams,
@@ -383,8 +395,13 @@ pub struct TimerSink {
 }
 
 impl TimerSink {
-    /// The store of a run measuring `cpus` (thread i on `cpus[i]`).
-    pub fn create(s: &SinkSetup<'_>, cpus: &[usize]) -> Result<TimerSink, StoreError> {
+    /// The store of a run measuring `cpus` (thread i on `cpus[i]`), logging as spikes the
+    /// releases at least `floor_ns` late.
+    pub fn create(
+        s: &SinkSetup<'_>,
+        cpus: &[usize],
+        floor_ns: u64,
+    ) -> Result<TimerSink, StoreError> {
         let comments = vec![
             "sandglass timer: lateness in nanoseconds".to_string(),
             "tags cpuN: one histogram per CPU and second of release time (corrected lateness)"
@@ -392,6 +409,7 @@ impl TimerSink {
         ];
         Ok(TimerSink {
             cpus: cpus.to_vec(),
+            floor_ns,
             stored: cpus
                 .iter()
                 .map(|_| [new_histogram(), new_histogram()])
@@ -402,7 +420,7 @@ impl TimerSink {
                 &tables::TIMER_SAMPLES,
                 &tables::TIMER_TIMELINE,
                 &comments,
-                SPIKE_FLOOR_NS,
+                floor_ns,
             )?,
             next: vec![0; cpus.len()],
             last_wakeup: vec![None; cpus.len()],
@@ -507,7 +525,7 @@ impl Sink for TimerSink {
             if !r.missed {
                 raw.saturating_record(late.max(0) as u64);
             }
-            self.streams.spikes[i].sample(at, late, SPIKE_FLOOR_NS);
+            self.streams.spikes[i].sample(at, late, self.floor_ns);
         }
         Ok(())
     }
@@ -532,7 +550,9 @@ pub fn run(
     let cpus = measured_cpus(config.cpus.as_ref(), config.main_cpu, &allowed)
         .map_err(|e| RunError::Usage(e.to_string()))?;
     let plan = plan(config, &cpus);
-    let (m, sink) = runner::measure(&plan, ctx, obs, |s| TimerSink::create(s, &cpus))?;
+    let (m, sink) = runner::measure(&plan, ctx, obs, |s| {
+        TimerSink::create(s, &cpus, spike_floor(config))
+    })?;
     conclude(config, &cpus, m, sink)
 }
 
@@ -700,7 +720,9 @@ pub fn build(
             ),
         ));
     }
-    let threshold = spike_threshold(&out);
+    let threshold = config
+        .explain_above_ns
+        .map_or_else(|| spike_threshold(&out), |n| n.0);
     let thread_of = |cpu: usize| out.iter().position(|c| c.cpu == cpu);
     let mut causes = crate::causes::analyze(
         m.sampler.as_ref(),
@@ -737,7 +759,8 @@ pub fn build(
             causes
                 .kernel
                 .as_ref()
-                .and_then(crate::causes::kernel_warning),
+                .map(crate::causes::kernel_warnings)
+                .unwrap_or_default(),
         );
     }
     m.warnings = warnings;

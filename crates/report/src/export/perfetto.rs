@@ -18,6 +18,7 @@
 //! with the trace without any offset (tested).
 
 use super::{cpu_threads, kernel_events, write_atomic, wrong_kind, ExportError};
+use sandglass::causes::attribute::Traced;
 use sandglass::store::table::{tables, TableReader};
 use sandglass::store::RunReader;
 use std::io::{self, Write};
@@ -251,22 +252,155 @@ fn needs_end(run: &RunReader) -> Result<(), ExportError> {
     ))
 }
 
+/// Which part of a run to export.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Options {
+    /// Only this stretch, in ns from the run's start.
+    pub window_ns: Option<(i64, i64)>,
+    /// Only the windows around the run's `n` largest delays (late wakeups, interruptions,
+    /// preemption gaps), each from [`AROUND_NS`] before to [`AROUND_NS`] after it.
+    pub largest: Option<usize>,
+}
+
+/// How much of a run is exported before and after each delay of [`Options::largest`].
+pub const AROUND_NS: i64 = 2_000_000;
+
+/// The exported stretches, CLOCK_MONOTONIC ns, sorted and disjoint; `None`: all of the run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Spans(Option<Vec<(i64, i64)>>);
+
+impl Spans {
+    fn of(mut v: Vec<(i64, i64)>) -> Spans {
+        v.sort_unstable();
+        let mut out: Vec<(i64, i64)> = Vec::with_capacity(v.len());
+        for (a, z) in v {
+            match out.last_mut() {
+                Some(last) if a <= last.1 => last.1 = last.1.max(z),
+                _ => out.push((a, z)),
+            }
+        }
+        Spans(Some(out))
+    }
+
+    /// Whether `a..=z` meets an exported stretch.
+    fn keeps(&self, a: i64, z: i64) -> bool {
+        let Some(v) = &self.0 else {
+            return true;
+        };
+        let i = v.partition_point(|s| s.1 < a);
+        v.get(i).is_some_and(|s| s.0 <= z)
+    }
+
+    /// The first and last exported times.
+    fn bounds(&self) -> (u64, u64) {
+        match &self.0 {
+            None => (0, u64::MAX),
+            Some(v) => (
+                v.first().map_or(0, |s| s.0.max(0) as u64),
+                v.last().map_or(0, |s| s.1.max(0) as u64),
+            ),
+        }
+    }
+}
+
+/// The stretches `opts` asks for.
+fn spans(run: &RunReader, clock: &ClockMap, opts: &Options) -> Result<Spans, ExportError> {
+    if let Some((a, z)) = opts.window_ns {
+        return Ok(Spans::of(vec![(
+            clock.run_to_monotonic_ns(a),
+            clock.run_to_monotonic_ns(z),
+        )]));
+    }
+    let Some(n) = opts.largest else {
+        return Ok(Spans(None));
+    };
+    // The n largest (size, start) in run ns, smallest on top.
+    let mut top: std::collections::BinaryHeap<std::cmp::Reverse<(i64, i64)>> =
+        std::collections::BinaryHeap::with_capacity(n + 1);
+    let mut offer = |size: i64, start: i64| {
+        if n > 0 {
+            top.push(std::cmp::Reverse((size, start)));
+            if top.len() > n {
+                top.pop();
+            }
+        }
+    };
+    match run.manifest.kind.as_str() {
+        "timer" => {
+            let cols = ["release_ns", "lateness_ns"];
+            table(run, &tables::TIMER_SAMPLES)?.scan::<ExportError>(&cols, |b| {
+                let (rel, late) = (b.i64s("release_ns")?, b.i64s("lateness_ns")?);
+                for i in 0..b.len() {
+                    offer(late[i], rel[i]);
+                }
+                Ok(())
+            })?;
+        }
+        "noise" => {
+            let cols = ["start_ns", "duration_ns"];
+            table(run, &tables::NOISE_INTERRUPTIONS)?.scan::<ExportError>(&cols, |b| {
+                let (start, dur) = (b.i64s("start_ns")?, b.i64s("duration_ns")?);
+                for i in 0..b.len() {
+                    offer(dur[i], start[i]);
+                }
+                Ok(())
+            })?;
+        }
+        _ => {
+            // A thread's gaps: from the end of one of its intervals to the start of its next.
+            let mut last_end: Vec<Option<i64>> = Vec::new();
+            let cols = ["thread", "start_ns", "end_ns"];
+            table(run, &tables::TRACE)?.scan::<ExportError>(&cols, |b| {
+                let (th, a, z) = (b.i32s("thread")?, b.i64s("start_ns")?, b.i64s("end_ns")?);
+                for i in 0..b.len() {
+                    let t = th[i].max(0) as usize;
+                    if last_end.len() <= t {
+                        last_end.resize(t + 1, None);
+                    }
+                    if let Some(end) = last_end[t] {
+                        offer(a[i] - end, end);
+                    }
+                    last_end[t] = Some(z[i]);
+                }
+                Ok(())
+            })?;
+        }
+    }
+    Ok(Spans::of(
+        top.into_iter()
+            .map(|std::cmp::Reverse((size, start))| {
+                (
+                    clock.run_to_monotonic_ns(start) - AROUND_NS,
+                    clock.run_to_monotonic_ns(start + size.max(0)) + AROUND_NS,
+                )
+            })
+            .collect(),
+    ))
+}
+
 /// Writes `run` as trace-event JSON to `out`.
 pub fn write_to(run: &RunReader, out: &mut dyn Write) -> Result<(), ExportError> {
+    write_part(run, &Options::default(), out)
+}
+
+/// Writes the part `opts` of `run` as trace-event JSON to `out`.
+pub fn write_part(run: &RunReader, opts: &Options, out: &mut dyn Write) -> Result<(), ExportError> {
     needs_end(run)?;
     let clock = ClockMap::of(run)?;
     let head = head(run)?;
     let kernel = kernel_events(run)?;
-    emit(run, &clock, &head, &kernel, out)
+    let spans = spans(run, &clock, opts)?;
+    emit(run, &clock, &head, &kernel, &spans, out)
 }
 
 /// Writes `run` as trace-event JSON to `path` atomically (an existing file is refused).
-pub fn write(run: &RunReader, path: &Path) -> Result<(), ExportError> {
+pub fn write(run: &RunReader, path: &Path, opts: &Options) -> Result<(), ExportError> {
     needs_end(run)?;
     let clock = ClockMap::of(run)?;
     let head = head(run)?;
     let kernel = kernel_events(run)?;
-    write_atomic(path, |w| emit(run, &clock, &head, &kernel, w))
+    let spans = spans(run, &clock, opts)?;
+    write_atomic(path, |w| emit(run, &clock, &head, &kernel, &spans, w))
 }
 
 fn table<'r>(
@@ -282,6 +416,7 @@ fn emit(
     clock: &ClockMap,
     head: &Head,
     kernel: &[(u64, u64, String, u64)],
+    spans: &Spans,
     out: &mut dyn Write,
 ) -> Result<(), ExportError> {
     use serde_json::json;
@@ -327,6 +462,9 @@ fn emit(
                 );
                 for i in 0..b.len() {
                     let at = clock.run_to_monotonic_ns(rel_ns[i]);
+                    if !spans.keeps(at, clock.run_to_monotonic_ns(rel_ns[i] + late[i].max(0))) {
+                        continue;
+                    }
                     let args = json!({ "release": release[i], "lateness_ns": late[i] });
                     let cpu = cpu[i] as u64;
                     if missed[i] {
@@ -348,6 +486,9 @@ fn emit(
                 for i in 0..b.len() {
                     let a = clock.run_to_monotonic_ns(start[i]);
                     let z = clock.run_to_monotonic_ns(start[i] + dur[i]);
+                    if !spans.keeps(a, z) {
+                        continue;
+                    }
                     let args = json!({ "duration_ns": dur[i] });
                     ev.complete(CPU_PID, cpu[i] as u64, "noise", "interruption", a, z, args)
                         .map_err(output_error)?;
@@ -376,6 +517,9 @@ fn emit(
                         clock.counter_to_monotonic_ns(a[i] as u64),
                         clock.counter_to_monotonic_ns(z[i] as u64),
                     );
+                    if !spans.keeps(a, z) {
+                        continue;
+                    }
                     let why = why[i].as_utf8().unwrap_or("?");
                     let args = json!({ "cpu": cpu, "end_reason": why });
                     ev.complete(RUN_PID, thread, "trace", "running", a, z, args)
@@ -404,6 +548,9 @@ fn emit(
                             continue;
                         }
                         let at = clock.run_to_monotonic_ns(deadline[i]);
+                        if !spans.keeps(at, at) {
+                            continue;
+                        }
                         let args = json!({ "job": job[i] });
                         ev.instant(RUN_PID, th[i] as u64, "jobs", "deadline miss", at, args)
                             .map_err(output_error)?;
@@ -415,6 +562,9 @@ fn emit(
     }
     for (ts, cpu, event, dur) in kernel {
         let at = *ts as i64;
+        if !spans.keeps(at, at + *dur as i64) {
+            continue;
+        }
         if *dur > 0 {
             let args = json!({ "dur_ns": dur });
             ev.complete(CPU_PID, *cpu, "kernel", event, at, at + *dur as i64, args)
@@ -423,7 +573,264 @@ fn emit(
         }
         .map_err(output_error)?;
     }
+    kernel_slices(run, spans, &mut ev)?;
     ev.finish().map_err(output_error)
+}
+
+/// One kernel slice as a trace event.
+fn put_slice(ev: &mut Events<'_>, s: Slice) -> io::Result<()> {
+    let tid = kernel_track(s.cpu, s.track);
+    if s.instant {
+        ev.instant(
+            KERNEL_PID,
+            tid,
+            "kernel",
+            &s.name,
+            s.start as i64,
+            serde_json::json!({}),
+        )
+    } else {
+        ev.complete(
+            KERNEL_PID,
+            tid,
+            "kernel",
+            &s.name,
+            s.start as i64,
+            s.end as i64,
+            serde_json::json!({ "dur_ns": s.end - s.start }),
+        )
+    }
+}
+
+/// The kernel tracks of a run that kept its kernel events (`kernel-*.parquet`): per CPU, who
+/// ran, its interrupts and its softirqs, within `spans`.
+fn kernel_slices(run: &RunReader, spans: &Spans, ev: &mut Events<'_>) -> Result<(), ExportError> {
+    if !sandglass::causes::kernel_store::has(run) {
+        return Ok(());
+    }
+    ev.process(KERNEL_PID, "kernel (tracefs)", 2)
+        .map_err(output_error)?;
+    let mut slicer = Slicer::default();
+    // Per CPU: its tracks are declared, and its last event.
+    let mut seen: Vec<Option<u64>> = Vec::new();
+    let mut failed: Option<io::Error> = None;
+    let (from, to) = spans.bounds();
+    sandglass::causes::kernel_store::scan(run, from, to, |e| {
+        if seen.len() <= e.cpu {
+            seen.resize(e.cpu + 1, None);
+        }
+        if seen[e.cpu].is_none() {
+            for (track, what) in [
+                (KernelTrack::Tasks, "tasks"),
+                (KernelTrack::Interrupts, "interrupts"),
+                (KernelTrack::Softirqs, "softirqs"),
+            ] {
+                let name = format!("CPU {} {what}", e.cpu);
+                if let Err(err) = ev.thread(KERNEL_PID, kernel_track(e.cpu, track), &name) {
+                    failed.get_or_insert(err);
+                }
+            }
+        }
+        let at = e.ts_ns as i64;
+        if !spans.keeps(at, at) {
+            slicer.break_at(e.cpu);
+            seen[e.cpu] = Some(e.ts_ns);
+            return Ok(());
+        }
+        seen[e.cpu] = Some(e.ts_ns);
+        slicer.push(&e, &mut |s| {
+            if failed.is_none() {
+                failed = put_slice(ev, s).err();
+            }
+        });
+        Ok(())
+    })?;
+    let ends: Vec<(usize, u64)> = seen
+        .iter()
+        .enumerate()
+        .filter_map(|(c, t)| Some((c, (*t)?)))
+        .collect();
+    slicer.finish(&ends, &mut |s| {
+        if failed.is_none() {
+            failed = put_slice(ev, s).err();
+        }
+    });
+    match failed {
+        Some(e) => Err(output_error(e)),
+        None => Ok(()),
+    }
+}
+
+/// The process of the kernel's tracks: per traced CPU, its tasks, its interrupts and its
+/// softirqs.
+pub const KERNEL_PID: u32 = 3;
+
+/// The three kernel tracks of `cpu`: tasks, interrupts, softirqs.
+pub fn kernel_track(cpu: usize, which: KernelTrack) -> u64 {
+    cpu as u64 * 3 + which as u64
+}
+
+/// A kernel track of a CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernelTrack {
+    /// Who ran: one slice per stretch a task held the CPU, from `sched_switch` to
+    /// `sched_switch`, with wakeups as instants.
+    Tasks = 0,
+    /// Hard interrupts (irq handlers, x86 vectors, NMIs) and the hrtimer callbacks in them.
+    Interrupts = 1,
+    Softirqs = 2,
+}
+
+/// One slice (or instant, `end == start` and `instant`) of a kernel track, CLOCK_MONOTONIC ns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Slice {
+    pub cpu: usize,
+    pub track: KernelTrack,
+    pub name: String,
+    pub start: u64,
+    pub end: u64,
+    pub instant: bool,
+}
+
+/// What is open on one CPU.
+#[derive(Clone, Debug, Default)]
+struct CpuState {
+    /// The first event seen since the CPU's events became contiguous (a stretch's start when
+    /// its beginning was not seen).
+    first: Option<u64>,
+    /// The task switched in, and when.
+    task: Option<(String, u64)>,
+    /// Open interrupts and hrtimer callbacks, innermost last: (name, start).
+    irqs: Vec<(String, u64)>,
+    softirq: Option<(String, u64)>,
+}
+
+/// Turns a CPU's kernel events, in time order, into the slices of its tracks.
+#[derive(Debug, Default)]
+pub struct Slicer {
+    cpus: Vec<CpuState>,
+}
+
+fn task_name(comm: &str, pid: i32) -> String {
+    if pid == 0 {
+        "idle".to_string()
+    } else {
+        format!("{comm}:{pid}")
+    }
+}
+
+impl Slicer {
+    /// Forgets what is open on `cpu`: its next events do not follow the last ones (they were
+    /// left out of the export).
+    pub fn break_at(&mut self, cpu: usize) {
+        if let Some(s) = self.cpus.get_mut(cpu) {
+            *s = CpuState::default();
+        }
+    }
+
+    /// Takes one event; `out` gets the slices it ends.
+    pub fn push(&mut self, e: &Traced, out: &mut impl FnMut(Slice)) {
+        use sandglass::causes::tracefs_raw::Event;
+        if self.cpus.len() <= e.cpu {
+            self.cpus.resize_with(e.cpu + 1, CpuState::default);
+        }
+        let s = &mut self.cpus[e.cpu];
+        let ts = e.ts_ns;
+        let first = *s.first.get_or_insert(ts);
+        let slice = |track, name: String, start: u64| Slice {
+            cpu: e.cpu,
+            track,
+            name,
+            start,
+            end: ts,
+            instant: false,
+        };
+        match &e.event {
+            Event::Switch {
+                prev_pid,
+                prev_comm,
+                next_pid,
+                next_comm,
+                ..
+            } => {
+                let start = s.task.take().map_or(first, |t| t.1);
+                out(slice(
+                    KernelTrack::Tasks,
+                    task_name(prev_comm, *prev_pid),
+                    start,
+                ));
+                s.task = Some((task_name(next_comm, *next_pid), ts));
+            }
+            Event::Wakeup {
+                waking: false,
+                pid,
+                comm,
+                ..
+            } => out(Slice {
+                instant: true,
+                ..slice(
+                    KernelTrack::Tasks,
+                    format!("wakeup {}", task_name(comm, *pid)),
+                    ts,
+                )
+            }),
+            Event::IrqEntry { name, .. } => s.irqs.push((name.clone(), ts)),
+            Event::VectorEntry { name, .. } => s.irqs.push((name.clone(), ts)),
+            Event::HrtimerEntry { .. } => s.irqs.push(("hrtimer callback".to_string(), ts)),
+            Event::IrqExit { .. } | Event::VectorExit { .. } | Event::HrtimerExit => {
+                if let Some((name, start)) = s.irqs.pop() {
+                    out(slice(KernelTrack::Interrupts, name, start));
+                }
+            }
+            Event::Nmi { delta_ns, .. } => {
+                let start = ts.saturating_sub((*delta_ns).max(0) as u64);
+                out(slice(KernelTrack::Interrupts, "NMI".to_string(), start));
+            }
+            Event::SoftirqEntry { vec } => {
+                s.softirq = Some((softirq_name(*vec), ts));
+            }
+            Event::SoftirqExit { .. } => {
+                if let Some((name, start)) = s.softirq.take() {
+                    out(slice(KernelTrack::Softirqs, name, start));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Ends what is still open at `at` on every CPU.
+    pub fn finish(&mut self, at: &[(usize, u64)], out: &mut impl FnMut(Slice)) {
+        for &(cpu, end) in at {
+            let Some(s) = self.cpus.get_mut(cpu) else {
+                continue;
+            };
+            let mut close = |track, name: String, start: u64| {
+                out(Slice {
+                    cpu,
+                    track,
+                    name,
+                    start,
+                    end,
+                    instant: false,
+                })
+            };
+            if let Some((n, a)) = s.task.take() {
+                close(KernelTrack::Tasks, n, a);
+            }
+            while let Some((n, a)) = s.irqs.pop() {
+                close(KernelTrack::Interrupts, n, a);
+            }
+            if let Some((n, a)) = s.softirq.take() {
+                close(KernelTrack::Softirqs, n, a);
+            }
+        }
+    }
+}
+
+fn softirq_name(vec: u32) -> String {
+    sandglass::causes::attribute::SOFTIRQ_NAMES
+        .get(vec as usize)
+        .map_or_else(|| format!("softirq {vec}"), |n| n.to_string())
 }
 
 #[cfg(test)]
@@ -436,6 +843,109 @@ mod tests {
         let mut out = Vec::new();
         write_to(&r, &mut out).expect("export");
         serde_json::from_slice(&out).expect("valid JSON")
+    }
+
+    fn traced(ts: u64, event: sandglass::causes::tracefs_raw::Event) -> Traced {
+        Traced {
+            ts_ns: ts,
+            cpu: 1,
+            pid: None,
+            event,
+        }
+    }
+
+    #[test]
+    fn kernel_events_become_nested_slices_per_track() {
+        use sandglass::causes::tracefs_raw::Event;
+        let switch = |prev: &str, pp: i32, next: &str, np: i32| Event::Switch {
+            prev_pid: pp,
+            prev_comm: prev.into(),
+            prev_prio: 120,
+            prev_state: 0,
+            next_pid: np,
+            next_comm: next.into(),
+            next_prio: 4,
+        };
+        let timer = || Event::VectorEntry {
+            name: "local_timer".into(),
+            vector: 236,
+        };
+        let events = [
+            traced(100, timer()),
+            traced(
+                110,
+                Event::HrtimerEntry {
+                    hrtimer: 1,
+                    function: 2,
+                    now_ns: 0,
+                },
+            ),
+            traced(
+                120,
+                Event::Wakeup {
+                    waking: false,
+                    pid: 9,
+                    comm: "sg-timer-0".into(),
+                    target_cpu: 1,
+                },
+            ),
+            traced(130, Event::HrtimerExit),
+            traced(
+                140,
+                Event::VectorExit {
+                    name: "local_timer".into(),
+                    vector: 236,
+                },
+            ),
+            traced(150, Event::SoftirqEntry { vec: 7 }),
+            traced(170, Event::SoftirqExit { vec: 7 }),
+            traced(200, switch("spin", 5, "sg-timer-0", 9)),
+            traced(260, switch("sg-timer-0", 9, "spin", 5)),
+            traced(300, timer()),
+        ];
+        let mut slicer = Slicer::default();
+        let mut got = Vec::new();
+        for e in &events {
+            slicer.push(e, &mut |s| got.push(s));
+        }
+        slicer.finish(&[(1, 320)], &mut |s| got.push(s));
+        let view: Vec<(KernelTrack, &str, u64, u64, bool)> = got
+            .iter()
+            .map(|s| (s.track, s.name.as_str(), s.start, s.end, s.instant))
+            .collect();
+        use KernelTrack::*;
+        assert_eq!(
+            view,
+            [
+                (Tasks, "wakeup sg-timer-0:9", 120, 120, true),
+                (Interrupts, "hrtimer callback", 110, 130, false),
+                (Interrupts, "local_timer", 100, 140, false),
+                (Softirqs, "SCHED", 150, 170, false),
+                // The first task's start was not seen: it starts at the CPU's first event.
+                (Tasks, "spin:5", 100, 200, false),
+                (Tasks, "sg-timer-0:9", 200, 260, false),
+                (Tasks, "spin:5", 260, 320, false),
+                (Interrupts, "local_timer", 300, 320, false),
+            ]
+        );
+        // A break forgets what was open.
+        let mut slicer = Slicer::default();
+        let mut got = Vec::new();
+        slicer.push(&events[0], &mut |s| got.push(s));
+        slicer.break_at(1);
+        slicer.push(&events[4], &mut |s| got.push(s));
+        assert!(got.is_empty());
+        assert_eq!(kernel_track(1, Softirqs), 5);
+    }
+
+    #[test]
+    fn spans_merge_and_keep_what_meets_them() {
+        let s = Spans::of(vec![(50, 60), (10, 20), (15, 30)]);
+        assert_eq!(s, Spans(Some(vec![(10, 30), (50, 60)])));
+        assert!(s.keeps(0, 10) && s.keeps(25, 55) && s.keeps(60, 70));
+        assert!(!s.keeps(31, 49) && !s.keeps(61, 100) && !s.keeps(0, 9));
+        assert_eq!(s.bounds(), (10, 60));
+        assert!(Spans(None).keeps(i64::MIN, i64::MIN));
     }
 
     #[test]

@@ -7,6 +7,7 @@
 
 pub mod attribute;
 pub mod explain;
+pub mod kernel_store;
 pub mod procfs;
 pub mod sampler;
 pub mod spikes;
@@ -88,6 +89,16 @@ pub struct KernelCauses {
     /// Every spike with what ran during it (written to `attribution.csv`).
     #[serde(skip)]
     pub all: Vec<attribute::Explained>,
+    /// What of the trace the run kept in `kernel-*.parquet`; none when it could not be
+    /// written (a warning says why) or in runs from before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stored: Option<kernel_store::Stored>,
+    /// The files of `kernel-*.parquet`, for the manifest.
+    #[serde(skip)]
+    pub files: Vec<crate::store::FileEntry>,
+    /// Why the events could not be kept, if they could not.
+    #[serde(skip)]
+    pub store_error: Option<String>,
 }
 
 /// The spikes of one CPU to attribute: for a timer run, `tid` is the thread whose wakeups
@@ -145,6 +156,11 @@ pub fn attribute_run(m: &crate::runner::Measured, spikes: &[CpuSpikes]) -> Optio
             c.policy = Some(p.clone());
         }
     }
+    let (stored, files, store_error) =
+        match kernel_store::write(m.dir.path(), k, &a.explained, zero) {
+            Ok((files, stored)) => (Some(stored), files, None),
+            Err(e) => (None, Vec::new(), Some(e.to_string())),
+        };
     let all: Vec<attribute::Explained> = a.explained.into_iter().map(relative).collect();
     let mut largest = all.clone();
     largest.sort_by(|x, y| {
@@ -167,6 +183,9 @@ pub fn attribute_run(m: &crate::runner::Measured, spikes: &[CpuSpikes]) -> Optio
         latency: a.latency,
         largest,
         all,
+        stored,
+        files,
+        store_error,
     })
 }
 
@@ -205,17 +224,39 @@ fn policy_of_stat(stat: &str) -> Option<String> {
     })
 }
 
-/// The warning for a trace that lost events, if it did.
-pub fn kernel_warning(k: &KernelCauses) -> Option<crate::warning::Warning> {
-    (k.lost_events > 0).then(|| {
-        crate::warning::Warning::new(
-            crate::warning::WarningKind::RecordsDropped,
+/// The warnings of a kernel trace: events lost, events not kept in the run.
+pub fn kernel_warnings(k: &KernelCauses) -> Vec<crate::warning::Warning> {
+    use crate::warning::{Warning, WarningKind};
+    let mut out = Vec::new();
+    if k.lost_events > 0 {
+        out.push(Warning::new(
+            WarningKind::RecordsDropped,
             format!(
                 "the kernel trace lost {} events (its buffer filled): spikes in those stretches are explained in part; raise --trace-buffer (now {} KiB per CPU)",
                 k.lost_events, k.buffer_kb
             ),
-        )
-    })
+        ));
+    }
+    if let Some(e) = &k.store_error {
+        out.push(Warning::new(
+            WarningKind::RecordsDropped,
+            format!("the kernel events could not be kept in the run ({e}); the attribution above is complete, but report --perfetto has no kernel slices"),
+        ));
+    }
+    if let Some(s) = k.stored.as_ref().filter(|s| !s.complete) {
+        out.push(Warning::new(
+            WarningKind::RecordsDropped,
+            format!(
+                "the run kept {} of {} kernel events, the windows around the {} largest of {} delays, within --trace-keep {} MiB; raise --trace-keep (or give all) to keep every event",
+                s.events,
+                s.of,
+                s.windows_kept,
+                s.windows,
+                s.keep_bytes.unwrap_or(0) >> 20
+            ),
+        ));
+    }
+    out
 }
 
 /// Writes `attribution.csv`: every spike's shares, times in ns from the run's start; a late

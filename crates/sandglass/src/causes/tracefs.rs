@@ -66,12 +66,25 @@ const CLOCK_CHECK: &str = "sandglass clock check";
 pub struct TraceOptions {
     /// Per-CPU buffer size in KiB.
     pub buffer_kb: u64,
+    /// The most of the kernel's trace kept in the run, in bytes of the kernel's own records
+    /// (`--trace-keep`; `u64::MAX`: all of it). See [`super::kernel_store`].
+    #[serde(default = "default_keep_bytes")]
+    pub keep_bytes: u64,
+}
+
+/// The default of `--trace-keep`: 256 MiB of the kernel's records (about 25 minutes at 1 kHz
+/// beside a busy load; the Parquet files are several times smaller).
+pub const DEFAULT_KEEP_BYTES: u64 = 256 << 20;
+
+fn default_keep_bytes() -> u64 {
+    DEFAULT_KEEP_BYTES
 }
 
 impl Default for TraceOptions {
     fn default() -> Self {
         TraceOptions {
             buffer_kb: DEFAULT_BUFFER_KB,
+            keep_bytes: DEFAULT_KEEP_BYTES,
         }
     }
 }
@@ -161,6 +174,8 @@ pub struct KernelTrace {
     /// The events enabled.
     pub enabled: Vec<String>,
     pub buffer_kb: u64,
+    /// The most of the trace to keep in the run, in bytes of the kernel's records.
+    pub keep_bytes: u64,
     /// A marker written at a known CLOCK_MONOTONIC time came back with this offset (trace
     /// time minus the midpoint of the write), in ns: the check that both share one clock.
     pub clock_offset_ns: Option<i64>,
@@ -186,6 +201,7 @@ pub struct Session {
     decoder: Decoder,
     enabled: Vec<String>,
     buffer_kb: u64,
+    keep_bytes: u64,
     read_ns: u64,
     marker: Option<(u64, u64)>,
     removed: bool,
@@ -244,7 +260,14 @@ fn find_or_mount() -> Result<(PathBuf, bool), TraceError> {
 /// Whether this process can record kernel events: creates its instance and removes it again.
 /// The error says why not and what to do.
 pub fn probe() -> Result<(), TraceError> {
-    Session::create(&[0], &TraceOptions { buffer_kb: 64 }).map(drop)
+    Session::create(
+        &[0],
+        &TraceOptions {
+            buffer_kb: 64,
+            ..TraceOptions::default()
+        },
+    )
+    .map(drop)
 }
 
 /// The name of this process's instance.
@@ -360,6 +383,7 @@ impl Session {
             decoder: Decoder::new(&[]),
             enabled: Vec::new(),
             buffer_kb: opts.buffer_kb,
+            keep_bytes: opts.keep_bytes,
             read_ns: 0,
             marker: None,
             removed: false,
@@ -552,6 +576,7 @@ impl Session {
             read_ns,
             enabled: self.enabled.clone(),
             buffer_kb: self.buffer_kb,
+            keep_bytes: self.keep_bytes,
             clock_offset_ns,
             clock_uncertainty_ns,
         };

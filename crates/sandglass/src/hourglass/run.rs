@@ -313,7 +313,14 @@ pub fn run(
         &mut m,
         streamed,
     );
-    result.run.causes = Some(causes(&m, &spikes));
+    let c = causes(&m, &spikes);
+    if let Some(k) = &c.kernel {
+        result
+            .run
+            .warnings
+            .extend(crate::causes::kernel_warnings(k));
+    }
+    result.run.causes = Some(c);
     if m.state != RunState::Incomplete {
         match write_calibration(&m, &result) {
             Ok(f) => files.push(f),

@@ -159,9 +159,9 @@ pub mod tables {
     /// The tables a run of `kind` may have.
     pub fn of_kind(kind: &str) -> &'static [&'static Table] {
         match kind {
-            "timer" => &[&TIMER_SAMPLES, &TIMER_TIMELINE],
-            "noise" => &[&NOISE_INTERRUPTIONS, &NOISE_TIMELINE],
-            "hourglass" => &[&TRACE, &LATENCY, &JOBS],
+            "timer" => &[&TIMER_SAMPLES, &TIMER_TIMELINE, &KERNEL],
+            "noise" => &[&NOISE_INTERRUPTIONS, &NOISE_TIMELINE, &KERNEL],
+            "hourglass" => &[&TRACE, &LATENCY, &JOBS, &KERNEL],
             _ => &[],
         }
     }
@@ -244,6 +244,32 @@ pub mod tables {
             col("end_reason", Text),
         ],
         legacy_csv: "trace.csv",
+    };
+
+    /// Any run with `--trace`: the kernel's events on the measured CPUs (see
+    /// [`crate::causes::kernel_store`] for what each column holds per event).
+    pub const KERNEL: Table = Table {
+        stem: "kernel",
+        format: "sandglass-kernel-parquet/1",
+        description: "the kernel's events on the measured CPUs (all, or the windows around the largest delays; see causes.kernel.stored): mono_ns (CLOCK_MONOTONIC), cpu, pid (current task), event (the kernel's name), comm, id, prio, prev_comm, prev_id, prev_prio, prev_state, addr, function, value, value2 (their meaning per event in docs/causes.md)",
+        columns: &[
+            col("mono_ns", I64),
+            col("cpu", I32),
+            col("pid", I32),
+            col("event", Text),
+            col("comm", Text),
+            col("id", I32),
+            col("prio", I32),
+            col("prev_comm", Text),
+            col("prev_id", I32),
+            col("prev_prio", I32),
+            col("prev_state", I64),
+            col("addr", I64),
+            col("function", I64),
+            col("value", I64),
+            col("value2", I64),
+        ],
+        legacy_csv: "",
     };
 
     /// `hourglass`: LAT wakeups.

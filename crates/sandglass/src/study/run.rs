@@ -773,6 +773,7 @@ fn cell_trace(study: &Study, obs: &mut dyn StudyObserver) -> Option<TraceOptions
             obs.note("kernel events: recorded in every timer and noise cell (interrupt-level latency, and the cause of each delay)");
             Some(TraceOptions {
                 buffer_kb: CELL_TRACE_BUFFER_KB,
+                ..TraceOptions::default()
             })
         }
         Err(e) => {
@@ -840,6 +841,7 @@ fn run_cell(
                 sample_hz: crate::causes::DEFAULT_SAMPLE_HZ,
                 trace,
                 threshold: None,
+                explain_above_ns: None,
             };
             let r = timer::run(&config, ctx, obs)?;
             let mut metrics = metrics::timer(&r, usage_pattern(study));
