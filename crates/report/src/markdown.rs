@@ -219,6 +219,14 @@ pub fn study(w: &mut dyn Write, o: &sandglass::study::run::StudyOutcome) -> io::
             writeln!(w, "\n{}", cell(n))?;
         }
     }
+    let causes = crate::study::cell_causes(r);
+    if !causes.is_empty() {
+        writeln!(w, "\n{}\n", crate::study::CAUSES_TITLE)?;
+        writeln!(w, "| cell | largest delay and its cause |\n|---|---|")?;
+        for (label, cause) in &causes {
+            writeln!(w, "| {} | {} |", cell(label), cell(cause))?;
+        }
+    }
     for c in &r.cells {
         if !matches!(c.state, sandglass::study::run::CellState::Completed) {
             writeln!(

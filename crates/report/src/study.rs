@@ -93,6 +93,31 @@ pub fn write_table(out: &mut dyn Write, t: &Table) -> io::Result<()> {
     Ok(())
 }
 
+/// The title of the study section that names the cause of each cell's largest delay.
+pub const CAUSES_TITLE: &str = "What caused each cell's largest delay";
+
+/// Each cell that explained its largest delay: its labels (measure, load, and the setting and
+/// repetition when the study has several) and the delay with its cause.
+pub fn cell_causes(r: &sandglass::study::run::StudyRecord) -> Vec<(String, String)> {
+    let settings = r.cells.iter().any(|c| c.cell.setting.is_some());
+    let reps = r.cells.iter().any(|c| c.cell.repetition > 1);
+    r.cells
+        .iter()
+        .filter_map(|c| {
+            let cause = c.cause.clone()?;
+            let l = &c.labels;
+            let mut parts = vec![l.measure.clone(), l.load.clone()];
+            if settings {
+                parts.push(l.setting.clone());
+            }
+            if reps {
+                parts.push(format!("r{}", l.repetition));
+            }
+            Some((parts.join(", "), cause))
+        })
+        .collect()
+}
+
 /// Writes every table of a study, then the state of its cells.
 pub fn write(out: &mut dyn Write, o: &StudyOutcome) -> io::Result<()> {
     let r = &o.record;
@@ -100,6 +125,18 @@ pub fn write(out: &mut dyn Write, o: &StudyOutcome) -> io::Result<()> {
     for t in &o.tables {
         writeln!(out)?;
         write_table(out, t)?;
+    }
+    let causes = cell_causes(r);
+    if !causes.is_empty() {
+        writeln!(out, "\n{CAUSES_TITLE}")?;
+        let w = causes
+            .iter()
+            .map(|c| c.0.chars().count())
+            .max()
+            .unwrap_or(0);
+        for (label, cause) in &causes {
+            writeln!(out, "  {label:<w$}  {cause}")?;
+        }
     }
     writeln!(out)?;
     let total = r.cells.len();

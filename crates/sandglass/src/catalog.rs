@@ -1313,6 +1313,7 @@ mod tests {
                 metrics: Default::default(),
                 loads: vec![],
                 warnings: vec![],
+                cause: None,
             })
             .collect();
         let record = StudyRecord {

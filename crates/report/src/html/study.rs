@@ -128,6 +128,13 @@ pub fn page(o: &StudyOutcome) -> Result<String, ExportError> {
         }
     }
 
+    let causes = crate::study::cell_causes(r);
+    if !causes.is_empty() {
+        p.subsection(crate::study::CAUSES_TITLE);
+        let rows: Vec<Vec<String>> = causes.into_iter().map(|(l, c)| vec![l, c]).collect();
+        p.table(&["cell", "largest delay and its cause"], &rows, &[]);
+    }
+
     // Settings matter to the series' names only when the study has some.
     let with_setting = r.cells.iter().any(|c| c.cell.setting.is_some());
     let mut measures: Vec<(usize, String)> = Vec::new();

@@ -56,6 +56,58 @@ pub struct Causes {
     pub kernel: Option<KernelCauses>,
 }
 
+/// The run's largest delay and what caused it, in one line for a study's cells: from the
+/// kernel's events when the run recorded them (`1.97 ms on CPU 1: sg-hourglass-0:214
+/// (SCHED_FIFO 99, higher or equal priority) 1.87 ms`), else from the /proc sampler (`2.1 ms
+/// on CPU 0: steal 10 (usually 0)`); `None` without a delay to explain.
+pub fn largest_cause(c: &Causes) -> Option<String> {
+    use crate::units::Nanos;
+    if let Some(w) = c.kernel.as_ref().and_then(|k| k.largest.first()) {
+        let size = Nanos(w.end_ns.saturating_sub(w.start_ns));
+        let Some(sh) = w.shares.first() else {
+            return Some(format!("{size} on CPU {}: nothing recorded", w.cpu));
+        };
+        let detail: Vec<&str> = [sh.policy.as_deref(), sh.why.map(|y| y.as_str())]
+            .into_iter()
+            .flatten()
+            .collect();
+        let detail = if detail.is_empty() {
+            format!(" ({})", sh.kind.as_str())
+        } else {
+            format!(" ({})", detail.join(", "))
+        };
+        return Some(format!(
+            "{size} on CPU {}: {}{detail} {}",
+            w.cpu,
+            sh.name,
+            Nanos(sh.ns)
+        ));
+    }
+    let s = c.explanation.as_ref()?.spikes.first()?;
+    let size = Nanos(s.size_ns);
+    Some(match s.abnormal.first() {
+        None => format!(
+            "{size} on CPU {}: nothing unusual in the sampled counters",
+            s.cpu
+        ),
+        Some(a) if a.kind == "steal" => format!(
+            "{size} on CPU {}: {} {} ticks (usually {})",
+            s.cpu, a.name, a.count, a.median
+        ),
+        Some(a) if a.kind == "wait_ns" => format!(
+            "{size} on CPU {}: {} {} (usually {})",
+            s.cpu,
+            a.name,
+            Nanos(a.count),
+            Nanos(a.median)
+        ),
+        Some(a) => format!(
+            "{size} on CPU {}: {} {} {} (usually {})",
+            s.cpu, a.kind, a.name, a.count, a.median
+        ),
+    })
+}
+
 /// The largest windows listed one by one in a result.
 pub const MAX_LISTED_WINDOWS: usize = 20;
 
@@ -372,6 +424,44 @@ pub fn analyze(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_largest_delay_is_named_from_the_kernel_then_from_proc() {
+        let mut c: Causes = serde_json::from_value(serde_json::json!({
+            "sample_hz": 10, "spike_threshold_ns": 100000, "spikes": 0,
+            "explanation": null, "trains": []
+        }))
+        .unwrap();
+        assert_eq!(largest_cause(&c), None);
+        c.explanation = Some(
+            serde_json::from_value(serde_json::json!({
+                "intervals": 10, "totals": [], "unexplained_spikes": 0,
+                "spikes": [{"cpu": 1, "at_ns": 5, "size_ns": 2_100_000,
+                    "interval_start_ns": 0, "interval_end_ns": 100_000_000,
+                    "abnormal": [{"kind": "steal", "name": "hypervisor (steal)", "count": 10, "median": 0}]}]
+            }))
+            .unwrap(),
+        );
+        assert_eq!(
+            largest_cause(&c).as_deref(),
+            Some("2.1 ms on CPU 1: hypervisor (steal) 10 ticks (usually 0)")
+        );
+        c.kernel = Some(
+            serde_json::from_value(serde_json::json!({
+                "events": 1, "lost_events": 0, "undecoded": 0, "buffer_kb": 64, "read_ns": 0,
+                "clock_offset_ns": null, "clock_uncertainty_ns": null, "windows": 1,
+                "causes": [], "handlers": [],
+                "largest": [{"cpu": 1, "start_ns": 1_000_000, "end_ns": 2_970_000, "from_ns": 1_000_000,
+                    "shares": [{"kind": "thread", "name": "burst:42", "ns": 1_870_000,
+                        "why": "priority", "policy": "SCHED_FIFO 99"}]}]
+            }))
+            .unwrap(),
+        );
+        assert_eq!(
+            largest_cause(&c).as_deref(),
+            Some("1.97 ms on CPU 1: burst:42 (SCHED_FIFO 99, higher or equal priority) 1.87 ms")
+        );
+    }
 
     #[test]
     fn policies_are_read_from_stat() {

@@ -84,6 +84,9 @@ pub struct CellRecord {
     pub loads: Vec<LoadReport>,
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// The cell's largest delay and what caused it ([`crate::causes::largest_cause`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<String>,
 }
 
 /// How far the study got.
@@ -438,6 +441,7 @@ pub fn run(
                 metrics: Metrics::new(),
                 loads: Vec::new(),
                 warnings: Vec::new(),
+                cause: None,
             })
             .collect(),
     };
@@ -666,6 +670,7 @@ fn drive_blocked(
             Ok(o) => {
                 c.metrics = o.metrics;
                 c.loads = o.loads;
+                c.cause = o.cause;
                 c.detail = Some(o.detail);
                 c.state = match o.state {
                     RunState::Completed => CellState::Completed,
@@ -714,6 +719,7 @@ struct CellOutcome {
     detail: String,
     metrics: Metrics,
     loads: Vec<LoadReport>,
+    cause: Option<String>,
 }
 
 /// The CPUs a measure names: `all` for every CPU this process may use.
@@ -849,6 +855,7 @@ fn run_cell(
             Ok(CellOutcome {
                 state: r.run.state,
                 detail: r.run.end_detail.clone(),
+                cause: r.run.causes.as_ref().and_then(crate::causes::largest_cause),
                 metrics,
                 loads: r.run.loads,
             })
@@ -883,6 +890,7 @@ fn run_cell(
             Ok(CellOutcome {
                 state: r.run.state,
                 detail: r.run.end_detail.clone(),
+                cause: r.run.causes.as_ref().and_then(crate::causes::largest_cause),
                 metrics,
                 loads: r.run.loads,
             })
@@ -912,6 +920,7 @@ fn run_cell(
             Ok(CellOutcome {
                 state: r.run.state,
                 detail: r.run.end_detail.clone(),
+                cause: r.run.causes.as_ref().and_then(crate::causes::largest_cause),
                 metrics,
                 loads: r.run.loads.clone(),
             })
@@ -961,5 +970,6 @@ fn run_load_alone(
         detail,
         metrics: metrics::loads(&reports),
         loads: reports,
+        cause: None,
     })
 }
