@@ -760,6 +760,78 @@ fn libc_sigcont() -> i32 {
     18
 }
 
+/// A SCHED_FIFO 99 thread that busy-loops 2 ms every 500 ms on the measured CPU interrupts a
+/// noise run once per period: the periodic-train detector reports those bursts once, as one
+/// train of 500 ms (±1%) that holds at least 90% of them, and not again at a multiple of its
+/// period. The competitor is an Hourglass run that stops by itself after 9 s.
+#[test]
+fn noise_reports_a_fifo_burst_train_once() {
+    require_root!();
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let sg = env!("CARGO_BIN_EXE_sandglass");
+    let competitor = std::process::Command::new("taskset")
+        .args(["-c", "1", sg, "hourglass", "-n", "1", "-d", "9s", "-t", "0"])
+        .args([
+            "-p", "f:99", "-w", "PERIODIC", "2ms", "500ms", "-i", "HR", "-o",
+        ])
+        .arg(tmp.path().join("competitor"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn();
+    let Ok(child) = competitor else {
+        skip("taskset (util-linux) is not installed");
+        return;
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let out = Command::cargo_bin("sandglass")
+        .unwrap()
+        .args(["noise", "-c", "1", "-d", "8s", "--json", "-o"])
+        .arg(tmp.path().join("noise"))
+        .env("SANDGLASS_RUNS_DIR", tmp.path())
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let ended = child.wait_with_output().unwrap();
+    if !ended.status.success() {
+        skip(&format!(
+            "the SCHED_FIFO 99 competitor did not run: {}",
+            String::from_utf8_lossy(&ended.stderr)
+        ));
+        return;
+    }
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let runtime = v["cpus"][0]["runtime_ns"].as_u64().unwrap();
+    // The competitor ran through the whole measurement: a burst in every 500 ms of it.
+    let bursts = runtime / 500_000_000;
+    assert!(bursts >= 15, "runtime {runtime} ns");
+    let trains = v["causes"]["trains"].as_array().unwrap();
+    let at_multiples: Vec<&serde_json::Value> = trains
+        .iter()
+        .filter(|t| {
+            let p = t["period_ns"].as_u64().unwrap() as f64;
+            let k = (p / 500e6).round();
+            t["cpu"] == 1 && k >= 1.0 && (p - k * 500e6).abs() <= 0.01 * k * 500e6
+        })
+        .collect();
+    eprintln!("{bursts} bursts; trains: {trains:?}");
+    assert_eq!(at_multiples.len(), 1, "{trains:#?}");
+    let t = at_multiples[0];
+    let period = t["period_ns"].as_u64().unwrap();
+    assert!(period.abs_diff(500_000_000) <= 5_000_000, "{t}");
+    let count = t["count"].as_u64().unwrap();
+    assert!(count * 10 >= bursts * 9, "{count} of {bursts} bursts: {t}");
+    assert!(count <= t["slots"].as_u64().unwrap(), "{t}");
+    let typical = t["typical_ns"].as_u64().unwrap();
+    assert!((1_500_000..4_000_000).contains(&typical), "{t}");
+}
+
 /// Issue acceptance: `sandglass noise -c 1 -d 5s --json` prints the documented JSON.
 #[test]
 fn noise_json_reports_every_interruption() {

@@ -21,6 +21,50 @@ pub fn percent(share: f64) -> String {
     format!("{:.2}%", share * 100.0)
 }
 
+/// A train's period to three significant figures, in the largest unit that keeps it at or
+/// above 1: `5.00 s`, `500 ms`, `4.00 ms`; the least-squares period is known that well, and
+/// the figures show that it is a measured period, not a setting.
+pub fn period(ns: u64) -> String {
+    if ns < 1_000 {
+        return format!("{ns} ns");
+    }
+    let step = 10u64.pow(ns.ilog10() - 2);
+    let ns = (ns + step / 2) / step * step;
+    let (div, unit) = if ns >= 1_000_000_000 {
+        (1e9, "s")
+    } else if ns >= 1_000_000 {
+        (1e6, "ms")
+    } else {
+        (1e3, "µs")
+    };
+    let value = ns as f64 / div;
+    let decimals = if value < 10.0 {
+        2
+    } else if value < 100.0 {
+        1
+    } else {
+        0
+    };
+    format!("{value:.decimals$} {unit}")
+}
+
+/// A train for people: `delays of about 7 ms every 5.00 s, 9 of 10 slots, first at 2.300 s`
+/// (its typical size, period, members of the slots of its grid, and phase); a run written
+/// before slots were counted gives its members alone.
+pub fn train(t: &sandglass::causes::trains::Train) -> String {
+    let members = if t.slots == 0 {
+        format!("{} of them", count(t.count))
+    } else {
+        format!("{} of {} slots", count(t.count), count(t.slots))
+    };
+    format!(
+        "delays of about {} every {}, {members}, first at {}",
+        Nanos(t.typical_ns),
+        period(t.period_ns),
+        seconds(t.first_ns)
+    )
+}
+
 /// One unusual count, for people: a run-queue wait as a time, anything else as a count.
 pub fn abnormal(a: &sandglass::causes::explain::Abnormal) -> String {
     if a.kind == "steal" {
@@ -120,15 +164,7 @@ pub fn write(w: &mut dyn Write, c: &Causes) -> io::Result<()> {
         }
     }
     for t in &c.trains {
-        writeln!(
-            w,
-            "  periodic: CPU {}: {} delays of about {} recur every {} (first at {})",
-            t.cpu,
-            t.train.count,
-            Nanos(t.train.typical_ns),
-            Nanos(t.train.period_ns),
-            seconds(t.train.first_ns)
-        )?;
+        writeln!(w, "  periodic: CPU {}: {}", t.cpu, train(&t.train))?;
     }
     if let Some(k) = &c.kernel {
         write_kernel(w, k)?;
@@ -281,5 +317,80 @@ fn clip(s: &str, n: usize) -> String {
         let mut t: String = s.chars().take(n - 1).collect();
         t.push('…');
         t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sandglass::causes::trains::Train;
+    use sandglass::causes::CpuTrain;
+
+    fn causes(trains: Vec<CpuTrain>) -> Causes {
+        Causes {
+            sample_hz: 0,
+            spike_threshold_ns: 20_000,
+            spikes: 70,
+            explanation: None,
+            trains,
+            kernel: None,
+        }
+    }
+
+    /// A train's line gives its typical size, period, members of its slots and phase; a run
+    /// written before slots were counted gives its members alone. Jones and Regehr's driver
+    /// (7 ms every 5 s) with one slot missed, and a 500 ms burst train.
+    #[test]
+    fn a_train_is_one_line_with_its_slots() {
+        let train = |period_ns, count, slots, typical_ns, first_ns| CpuTrain {
+            cpu: 1,
+            train: Train {
+                period_ns,
+                count,
+                slots,
+                typical_ns,
+                first_ns,
+                chance: 1e-30,
+            },
+        };
+        let mut out = Vec::new();
+        #[allow(clippy::unwrap_used)]
+        write(
+            &mut out,
+            &causes(vec![
+                train(5_000_412_000, 9, 10, 7_000_000, 2_300_000_000),
+                train(499_998_000, 1_500, 1_512, 2_201_000, 28_000_000),
+                train(500_000_000, 10, 0, 1_613_000, 107_000_000),
+            ]),
+        )
+        .unwrap();
+        let text = String::from_utf8_lossy(&out);
+        let lines: Vec<&str> = text.lines().filter(|l| l.contains("periodic")).collect();
+        assert_eq!(
+            lines,
+            [
+                "  periodic: CPU 1: delays of about 7 ms every 5.00 s, 9 of 10 slots, first at 2.300 s",
+                "  periodic: CPU 1: delays of about 2.201 ms every 500 ms, 1,500 of 1,512 slots, first at 0.028 s",
+                "  periodic: CPU 1: delays of about 1.613 ms every 500 ms, 10 of them, first at 0.107 s",
+            ],
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_period_has_three_significant_figures() {
+        for (ns, text) in [
+            (5_000_412_000, "5.00 s"),
+            (4_000_000, "4.00 ms"),
+            (12_345_678, "12.3 ms"),
+            (499_998_000, "500 ms"),
+            (999_700_000, "1.00 s"),
+            (9_996_000, "10.0 ms"),
+            (100_000_000, "100 ms"),
+            (1_500, "1.50 µs"),
+            (640, "640 ns"),
+        ] {
+            assert_eq!(period(ns), text, "{ns}");
+        }
     }
 }

@@ -39,11 +39,9 @@ fn causes(w: &mut dyn Write, c: Option<&sandglass::causes::Causes>) -> io::Resul
     for t in &c.trains {
         writeln!(
             w,
-            "- periodic on CPU {}: {} delays of about {} every {}",
+            "- periodic on CPU {}: {}",
             t.cpu,
-            t.train.count,
-            time(t.train.typical_ns),
-            time(t.train.period_ns)
+            crate::causes::train(&t.train)
         )?;
     }
     Ok(())

@@ -115,15 +115,27 @@ pub fn causes(p: &mut Page, c: Option<&Causes>) {
             .map(|t| {
                 vec![
                     t.cpu.to_string(),
-                    count(t.train.count),
                     Nanos(t.train.typical_ns).to_string(),
-                    Nanos(t.train.period_ns).to_string(),
+                    crate::causes::period(t.train.period_ns),
+                    count(t.train.count),
+                    if t.train.slots == 0 {
+                        "-".to_string()
+                    } else {
+                        count(t.train.slots)
+                    },
                     seconds(t.train.first_ns),
                 ]
             })
             .collect();
         p.table(
-            &["CPU", "delays", "typical size", "every", "first at"],
+            &[
+                "CPU",
+                "typical size",
+                "every",
+                "delays",
+                "of slots",
+                "first at",
+            ],
             &rows,
             &[],
         );
