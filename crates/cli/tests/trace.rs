@@ -621,10 +621,18 @@ fn independent_path(events: &[Recorded], tid: &str, release: u64, read: u64) -> 
 }
 
 /// The events both instances recorded, each with its two times. The second instance starts
-/// later: its events are the first one's from some point on, in the same order.
+/// later: its events are the first one's from some point on, in the same order. A task's
+/// state may change between the two copies of a switch (an exiting task is a zombie in one
+/// and dead in the next), so `prev_state` is left out of the comparison.
 fn bracket(first: Vec<(u64, String, String)>, second: Vec<(u64, String, String)>) -> Vec<Recorded> {
+    let args = |a: &str| -> Vec<String> {
+        a.split_whitespace()
+            .filter(|kv| !kv.starts_with("prev_state="))
+            .map(str::to_string)
+            .collect()
+    };
     let same = |a: &(u64, String, String), b: &(u64, String, String)| {
-        a.1 == b.1 && a.2 == b.2 && b.0 + 2_000 >= a.0 && b.0 <= a.0 + 1_000_000
+        a.1 == b.1 && args(&a.2) == args(&b.2) && b.0 + 2_000 >= a.0 && b.0 <= a.0 + 100_000_000
     };
     let k = (0..first.len())
         .find(|&k| {
