@@ -893,8 +893,13 @@ fn wakeup_path_matches_an_independent_record_beside_a_spinner() {
     for (d, p) in &checked {
         for (name, _, ns) in &d.shares {
             if name.starts_with("load-cpu-0:") {
-                // Its time must fit between the record's wakeup and switch-in.
-                let waited = p.2.unwrap_or(d.end).saturating_sub(p.1.unwrap_or(d.start));
+                // Its time must fit between the record's wakeup and switch-in: from the first
+                // record's wakeup to the second record's switch-in (a host stop between two
+                // copies of the switch moves sandglass's copy up to the second's).
+                let waited = (p.4)
+                    .2
+                    .unwrap_or(d.end)
+                    .saturating_sub(p.1.unwrap_or(d.start));
                 assert!(
                     *ns <= waited + 5_000,
                     "{name} charged {ns} ns, but the thread waited {waited} ns after its wakeup",
