@@ -224,7 +224,7 @@ fn bad_requests_and_damaged_runs_write_nothing() {
             .as_array()
             .unwrap()
             .iter()
-            .filter(|e| e["name"] == "wakeup")
+            .filter(|e| e["name"] == "wakeup" || e["name"] == "missed release")
             .map(|e| e["ts"].as_f64().unwrap())
             .collect()
     };
@@ -245,7 +245,8 @@ fn bad_requests_and_damaged_runs_write_nothing() {
         &["report", "t", "--perfetto", "l.json", "--largest", "2"],
     );
     let (all, w, l) = (wakeups("all.json"), wakeups("w.json"), wakeups("l.json"));
-    // 1 ms releases: 50 ms holds 50 wakeups, give or take the ends; each of the two largest
+    // 1 ms releases (missed ones included, as without privileges the thread is not real-time):
+    // 50 ms holds 50, give or take the ends; each of the two largest
     // delays brings the releases 2 ms around it.
     assert!((49..=52).contains(&w.len()), "{} wakeups in 50 ms", w.len());
     let first = all.iter().copied().fold(f64::MAX, f64::min);
