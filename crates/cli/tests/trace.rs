@@ -718,7 +718,10 @@ fn traced_timer(dir: &Path, extra: &[&str]) -> (String, Vec<Delay>, Vec<Recorded
         "sandglass did not start tracing: {stderr}"
     );
     let second = second.unwrap_or_else(|| panic!("sandglass did not start tracing: {stderr}"));
-    let events = bracket(first.stop_and_read(), second.stop_and_read());
+    // The second stops first: every event it holds is then in the first as well (the kernel
+    // writes the first's copy before the second's).
+    let later = second.stop_and_read();
+    let events = bracket(first.stop_and_read(), later);
     assert_eq!(status.code(), Some(0), "{stderr}");
     let out = std::process::Output {
         status,
