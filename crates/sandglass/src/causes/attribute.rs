@@ -203,6 +203,8 @@ struct Timeline {
     segments: Vec<Segment>,
     /// Each task's kernel priority, as its last switch showed it.
     prio: HashMap<i32, i32>,
+    /// Each task's command, as its last switch or wakeup showed it.
+    comms: HashMap<i32, String>,
 }
 
 /// Interned contexts.
@@ -223,11 +225,13 @@ impl Contexts {
     }
 }
 
-/// Replays one CPU's events (in time order) into segments.
+/// Replays one CPU's events (in time order) into segments; `known` holds the priorities and
+/// commands learnt from earlier events of the CPU, if any.
 fn timeline<'a>(
     events: impl Iterator<Item = &'a Traced>,
     measured: &[i32],
     ctxs: &mut Contexts,
+    known: Known,
 ) -> Timeline {
     let mut segments: Vec<Segment> = Vec::new();
     let mut next_instance = 0u64;
@@ -241,8 +245,10 @@ fn timeline<'a>(
     let mut last: Option<u64> = None;
     let mut seen_switch = false;
     let mut task_pid: Option<i32> = None;
-    let mut comms: HashMap<i32, String> = HashMap::new();
-    let mut prio: HashMap<i32, i32> = HashMap::new();
+    let Known {
+        mut comms,
+        mut prio,
+    } = known;
     for e in events {
         let ts = e.ts_ns;
         if let Some(prev) = last {
@@ -357,7 +363,18 @@ fn timeline<'a>(
             _ => {}
         }
     }
-    Timeline { segments, prio }
+    Timeline {
+        segments,
+        prio,
+        comms,
+    }
+}
+
+/// What the events of a CPU told so far about its tasks.
+#[derive(Default)]
+struct Known {
+    comms: HashMap<i32, String>,
+    prio: HashMap<i32, i32>,
 }
 
 /// Pops `stack` down to the innermost entry that `f` matches; an exit without one (its entry
@@ -467,22 +484,79 @@ pub fn attribute(
     measured: &[i32],
     windows: &[Window],
 ) -> Attribution {
-    let mut ctxs = Contexts::default();
-    let mut totals: HashMap<(usize, CauseKind, String), Cause> = HashMap::new();
-    let mut handlers: HashMap<(usize, CauseKind, String), Handler> = HashMap::new();
-    let mut explained: Vec<Option<Explained>> = vec![None; windows.len()];
-    let mut latency = Vec::new();
+    let mut a = Attributor::new(measured);
     for &cpu in cpus {
-        let tl = timeline(events.iter().filter(|e| e.cpu == cpu), measured, &mut ctxs);
-        let segs = &tl.segments;
-        // Handlers: net time per invocation.
-        let mut per_instance: HashMap<u64, (usize, u64)> = HashMap::new();
-        for s in segs.iter().filter(|s| ctxs.all[s.ctx].handler()) {
-            per_instance.entry(s.instance).or_insert((s.ctx, 0)).1 += s.end - s.start;
+        let mine: Vec<Traced> = events.iter().filter(|e| e.cpu == cpu).cloned().collect();
+        let ws: Vec<(usize, Window)> = windows
+            .iter()
+            .copied()
+            .enumerate()
+            .filter(|(_, w)| w.cpu == cpu)
+            .collect();
+        a.add(cpu, &mine, &ws, (0, u64::MAX));
+    }
+    a.finish()
+}
+
+/// An attribution built part by part: each call of [`Attributor::add`] replays a stretch of one
+/// CPU's events and counts what happened from one time to the next, so that a run's trace can
+/// be read once, in pieces of bounded size (see [`Chunked`]). Over a whole trace in one piece
+/// per CPU it is [`attribute`].
+pub struct Attributor {
+    measured: Vec<i32>,
+    ctxs: Contexts,
+    totals: HashMap<(usize, CauseKind, String), Cause>,
+    handlers: HashMap<(usize, CauseKind, String), Handler>,
+    latency: std::collections::BTreeMap<(usize, i32), wakeup::LatencySum>,
+    softirq: HashMap<usize, crate::histo::Histogram<u64>>,
+    known: HashMap<usize, Known>,
+    explained: Vec<(usize, Explained)>,
+}
+
+impl Attributor {
+    pub fn new(measured: &[i32]) -> Attributor {
+        Attributor {
+            measured: measured.to_vec(),
+            ctxs: Contexts::default(),
+            totals: HashMap::new(),
+            handlers: HashMap::new(),
+            latency: std::collections::BTreeMap::new(),
+            softirq: HashMap::new(),
+            known: HashMap::new(),
+            explained: Vec::new(),
         }
-        for (ctx, ns) in per_instance.into_values() {
+    }
+
+    /// Replays `events` (all on `cpu`, in time order) and counts the handler invocations,
+    /// wakeups and softirqs that started in `count` (from..to); explains `windows` (each with
+    /// its index among the run's windows), whose events must all be in `events`.
+    pub fn add(
+        &mut self,
+        cpu: usize,
+        events: &[Traced],
+        windows: &[(usize, Window)],
+        (from, to): (u64, u64),
+    ) {
+        let known = self.known.remove(&cpu).unwrap_or_default();
+        let tl = timeline(events.iter(), &self.measured, &mut self.ctxs, known);
+        let ctxs = &self.ctxs;
+        let segs = &tl.segments;
+        // Handlers: net time per invocation, counted where it started.
+        let mut per_instance: HashMap<u64, (usize, u64, u64)> = HashMap::new();
+        for s in segs.iter().filter(|s| ctxs.all[s.ctx].handler()) {
+            let e = per_instance
+                .entry(s.instance)
+                .or_insert((s.ctx, s.start, 0));
+            e.1 = e.1.min(s.start);
+            e.2 += s.end - s.start;
+        }
+        for (ctx, start, ns) in per_instance.into_values() {
+            if !(from..to).contains(&start) {
+                continue;
+            }
             let (kind, name) = ctxs.all[ctx].cause();
-            let h = handlers
+            let h = self
+                .handlers
                 .entry((cpu, kind, name.clone()))
                 .or_insert_with(|| Handler {
                     cpu,
@@ -499,28 +573,31 @@ pub fn attribute(
             let b = HANDLER_BUCKETS_NS.partition_point(|&ub| ub <= ns);
             h.buckets[b] += 1;
         }
-        let acts = wakeup::activations(events.iter().filter(|e| e.cpu == cpu), cpu, measured);
-        let mut tids: Vec<i32> = acts.iter().map(|a| a.tid).collect();
-        tids.sort_unstable();
-        tids.dedup();
-        if !tids.is_empty() {
-            let softirq = wakeup::softirq_latency(events.iter().filter(|e| e.cpu == cpu));
-            latency.extend(
-                tids.iter()
-                    .map(|&t| wakeup::latency(cpu, t, &acts, &softirq)),
-            );
+        let acts = wakeup::activations(events.iter(), cpu, &self.measured);
+        for a in &acts {
+            if a.wakeup_ns.is_some_and(|t| (from..to).contains(&t)) {
+                self.latency.entry((cpu, a.tid)).or_default().add(a);
+            }
         }
-        for (wi, w) in windows.iter().enumerate().filter(|(_, w)| w.cpu == cpu) {
+        wakeup::softirq_latency_into(
+            events.iter(),
+            (from, to),
+            self.softirq
+                .entry(cpu)
+                .or_insert_with(crate::engine::record::new_histogram),
+        );
+        for (wi, w) in windows {
             let e = match w.tid {
                 Some(tid) => {
                     let mine: Vec<Activation> =
                         acts.iter().filter(|a| a.tid == tid).copied().collect();
-                    explain_wakeup(&tl, &ctxs, w, tid, &mine)
+                    explain_wakeup(&tl, ctxs, w, tid, &mine)
                 }
-                None => explain_gap(&tl, &ctxs, w),
+                None => explain_gap(&tl, ctxs, w),
             };
             for sh in &e.shares {
-                let c = totals
+                let c = self
+                    .totals
                     .entry((cpu, sh.kind, sh.name.clone()))
                     .or_insert_with(|| Cause {
                         cpu,
@@ -536,29 +613,202 @@ pub fn attribute(
                 c.stolen_ns += sh.ns;
                 c.max_ns = c.max_ns.max(sh.ns);
             }
-            explained[wi] = Some(e);
+            self.explained.push((*wi, e));
+        }
+        self.known.insert(
+            cpu,
+            Known {
+                comms: tl.comms,
+                prio: tl.prio,
+            },
+        );
+    }
+
+    pub fn finish(self) -> Attribution {
+        let mut causes: Vec<Cause> = self.totals.into_values().collect();
+        causes.sort_by(|a, b| {
+            b.stolen_ns
+                .cmp(&a.stolen_ns)
+                .then(a.cpu.cmp(&b.cpu))
+                .then(a.name.cmp(&b.name))
+        });
+        let mut handlers: Vec<Handler> = self.handlers.into_values().collect();
+        handlers.sort_by(|a, b| {
+            a.cpu
+                .cmp(&b.cpu)
+                .then(b.total_ns.cmp(&a.total_ns))
+                .then(a.name.cmp(&b.name))
+        });
+        let empty = crate::engine::record::new_histogram();
+        let latency = self
+            .latency
+            .into_iter()
+            .map(|((cpu, tid), sum)| sum.finish(cpu, tid, self.softirq.get(&cpu).unwrap_or(&empty)))
+            .collect();
+        let mut explained = self.explained;
+        explained.sort_by_key(|(wi, _)| *wi);
+        Attribution {
+            windows: explained.len() as u64,
+            causes,
+            handlers,
+            latency,
+            explained: explained.into_iter().map(|(_, e)| e).collect(),
         }
     }
-    let mut causes: Vec<Cause> = totals.into_values().collect();
-    causes.sort_by(|a, b| {
-        b.stolen_ns
-            .cmp(&a.stolen_ns)
-            .then(a.cpu.cmp(&b.cpu))
-            .then(a.name.cmp(&b.name))
-    });
-    let mut handlers: Vec<Handler> = handlers.into_values().collect();
-    handlers.sort_by(|a, b| {
-        a.cpu
-            .cmp(&b.cpu)
-            .then(b.total_ns.cmp(&a.total_ns))
-            .then(a.name.cmp(&b.name))
-    });
-    Attribution {
-        windows: explained.iter().flatten().count() as u64,
-        causes,
-        handlers,
-        latency,
-        explained: explained.into_iter().flatten().collect(),
+}
+
+/// How far before the first time it counts a piece of [`Chunked`] replays a CPU's events: a
+/// window reaches back at most [`MAX_REACH_BACK_NS`] to its busy stretch.
+pub const LEAD_NS: u64 = MAX_REACH_BACK_NS + 10_000_000;
+/// How far past the last time it counts a piece replays: what started before then (a handler, a
+/// wakeup on its way to the CPU) ends within it.
+pub const MARGIN_NS: u64 = 100_000_000;
+
+/// A run's trace attributed as it is read, event by event, in pieces of about `chunk` events
+/// per CPU: memory holds one piece per CPU, whatever the run's length.
+///
+/// A CPU's piece is replayed from [`LEAD_NS`] before the first time it counts (with the last
+/// context switch and each measuring thread's last `hrtimer_start` before that, which say what
+/// ran and what was armed) to [`MARGIN_NS`] after the last; a window is explained in the piece
+/// that holds all of it.
+pub struct Chunked {
+    attributor: Attributor,
+    chunk: usize,
+    cpus: Vec<CpuPiece>,
+}
+
+struct CpuPiece {
+    cpu: usize,
+    events: Vec<Traced>,
+    /// The first time not yet counted.
+    from: u64,
+    /// This CPU's windows by start, and how many have been explained.
+    windows: Vec<(usize, Window)>,
+    done: usize,
+}
+
+impl Chunked {
+    /// For the run's `windows` on `cpus`, in pieces of `chunk` events per CPU.
+    pub fn new(cpus: &[usize], measured: &[i32], windows: &[Window], chunk: usize) -> Chunked {
+        let cpus = cpus
+            .iter()
+            .map(|&cpu| {
+                let mut ws: Vec<(usize, Window)> = windows
+                    .iter()
+                    .copied()
+                    .enumerate()
+                    .filter(|(_, w)| w.cpu == cpu)
+                    .collect();
+                ws.sort_by_key(|(i, w)| (w.start_ns, *i));
+                CpuPiece {
+                    cpu,
+                    events: Vec::new(),
+                    from: 0,
+                    windows: ws,
+                    done: 0,
+                }
+            })
+            .collect();
+        Chunked {
+            attributor: Attributor::new(measured),
+            chunk: chunk.max(1),
+            cpus,
+        }
+    }
+
+    /// The next event; each CPU's must come in time order. Events of CPUs not traced are ignored.
+    pub fn push(&mut self, e: Traced) {
+        let Some(i) = self.cpus.iter().position(|c| c.cpu == e.cpu) else {
+            return;
+        };
+        self.cpus[i].events.push(e);
+        let p = &self.cpus[i];
+        if p.events.len() >= self.chunk {
+            let span = p.events.last().map_or(0, |l| l.ts_ns) - p.events[0].ts_ns;
+            // A piece spans enough time to make progress, or has grown far beyond its size.
+            if span >= 2 * (LEAD_NS + MARGIN_NS) || p.events.len() >= 16 * self.chunk {
+                self.piece(i, false);
+            }
+        }
+    }
+
+    /// Counts a piece of CPU `i`'s events: all that is left when `last`.
+    fn piece(&mut self, i: usize, last: bool) {
+        let p = &mut self.cpus[i];
+        let Some(data_end) = p.events.last().map(|e| e.ts_ns) else {
+            return;
+        };
+        let mut to = if last {
+            u64::MAX
+        } else {
+            data_end.saturating_sub(MARGIN_NS)
+        };
+        // A window not whole in this piece waits for the next, and what comes after it.
+        let mut end = p.done;
+        while end < p.windows.len() && p.windows[end].1.start_ns < to {
+            let w = &p.windows[end].1;
+            if !last && w.end_ns.max(w.start_ns).saturating_add(MARGIN_NS) > data_end {
+                to = w.start_ns;
+                break;
+            }
+            end += 1;
+        }
+        if to <= p.from {
+            if p.events.len() < 16 * self.chunk {
+                return;
+            }
+            // A window longer than the piece can hold: explained with what the piece has.
+            to = data_end.saturating_sub(MARGIN_NS).max(p.from + 1);
+            while end < p.windows.len() && p.windows[end].1.start_ns < to {
+                end += 1;
+            }
+        }
+        self.attributor
+            .add(p.cpu, &p.events, &p.windows[p.done..end], (p.from, to));
+        p.done = end;
+        p.from = to;
+        if last {
+            p.events = Vec::new();
+            return;
+        }
+        // Keep the lead of the next piece, and what says what ran and what was armed then.
+        let cut = to.saturating_sub(LEAD_NS);
+        let keep_from = p.events.partition_point(|e| e.ts_ns < cut);
+        let mut carried: Vec<Traced> = Vec::new();
+        let mut armed: Vec<i32> = Vec::new();
+        let mut switched = false;
+        for e in p.events[..keep_from].iter().rev() {
+            match &e.event {
+                Event::Switch { .. } if !switched => {
+                    switched = true;
+                    carried.push(e.clone());
+                }
+                Event::HrtimerStart { .. } => {
+                    if let Some(pid) = e.pid.filter(|pid| {
+                        self.attributor.measured.contains(pid) && !armed.contains(pid)
+                    }) {
+                        armed.push(pid);
+                        carried.push(e.clone());
+                    }
+                }
+                _ => {}
+            }
+            if switched && armed.len() == self.attributor.measured.len() {
+                break;
+            }
+        }
+        carried.reverse();
+        p.events.drain(..keep_from);
+        carried.append(&mut p.events);
+        p.events = carried;
+    }
+
+    /// Counts what is left and returns the attribution.
+    pub fn finish(mut self) -> Attribution {
+        for i in 0..self.cpus.len() {
+            self.piece(i, true);
+        }
+        self.attributor.finish()
     }
 }
 
@@ -1253,5 +1503,186 @@ mod tests {
         let hog = e.shares.iter().find(|s| s.name == "hog:200").unwrap();
         assert_eq!((hog.ns, hog.why), (400_000, Some(Why::Priority)));
         assert_eq!(share(e, MEASURED), 1_000);
+    }
+
+    /// Twenty seconds of a 1 kHz timer thread beside a spinner, then the idle task, with a
+    /// network interrupt and softirqs, on two CPUs: read in pieces, the attribution is the
+    /// attribution of the whole trace, whatever the size of the pieces.
+    #[test]
+    fn pieces_give_the_attribution_of_the_whole() {
+        let mut events: Vec<Traced> = Vec::new();
+        let mut windows: Vec<Window> = Vec::new();
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut rnd = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let at = |cpu: usize, ts: u64, pid: i32, event: Event| Traced {
+            ts_ns: ts,
+            cpu,
+            pid: Some(pid),
+            event,
+        };
+        for cpu in [0usize, 1] {
+            for k in 1..20_000u64 {
+                let release = 1_000_000_000 + k * 1_000_000;
+                let other = if (k / 3_000) % 2 == 0 { HOG } else { IDLE_TASK };
+                let late = if rnd(97) == 0 {
+                    200_000 + rnd(300_000)
+                } else {
+                    1_500 + rnd(2_000)
+                };
+                let irq = release + late;
+                let run = 3_000 + rnd(4_000);
+                let timer = |name: &str| name.to_string();
+                events.extend([
+                    at(
+                        cpu,
+                        irq,
+                        other.0,
+                        Event::VectorEntry {
+                            name: timer("local_timer"),
+                            vector: 236,
+                        },
+                    ),
+                    at(
+                        cpu,
+                        irq + 800,
+                        other.0,
+                        Event::HrtimerEntry {
+                            hrtimer: TIMER,
+                            function: 1,
+                            now_ns: (irq + 800) as i64,
+                        },
+                    ),
+                    at(cpu, irq + 1_000, other.0, Event::SoftirqRaise { vec: 1 }),
+                    at(
+                        cpu,
+                        irq + 1_500,
+                        other.0,
+                        Event::Wakeup {
+                            waking: false,
+                            pid: ME.0,
+                            comm: ME.1.into(),
+                            target_cpu: cpu as i32,
+                        },
+                    ),
+                    at(cpu, irq + 2_000, other.0, Event::HrtimerExit),
+                    at(
+                        cpu,
+                        irq + 2_500,
+                        other.0,
+                        Event::VectorExit {
+                            name: timer("local_timer"),
+                            vector: 236,
+                        },
+                    ),
+                    at(cpu, irq + 2_600, other.0, Event::SoftirqEntry { vec: 1 }),
+                    at(cpu, irq + 4_000, other.0, Event::SoftirqExit { vec: 1 }),
+                    at(
+                        cpu,
+                        irq + 4_500,
+                        other.0,
+                        Event::Switch {
+                            prev_pid: other.0,
+                            prev_comm: other.1.into(),
+                            prev_prio: 120,
+                            prev_state: 0,
+                            next_pid: ME.0,
+                            next_comm: ME.1.into(),
+                            next_prio: 4,
+                        },
+                    ),
+                    at(
+                        cpu,
+                        irq + 4_500 + run,
+                        ME.0,
+                        Event::HrtimerStart {
+                            hrtimer: TIMER,
+                            function: 1,
+                            expires_ns: (release + 1_000_000) as i64,
+                            softexpires_ns: (release + 1_000_000) as i64,
+                        },
+                    ),
+                    at(
+                        cpu,
+                        irq + 5_000 + run,
+                        ME.0,
+                        Event::Switch {
+                            prev_pid: ME.0,
+                            prev_comm: ME.1.into(),
+                            prev_prio: 4,
+                            prev_state: 1,
+                            next_pid: other.0,
+                            next_comm: other.1.into(),
+                            next_prio: 120,
+                        },
+                    ),
+                ]);
+                if late > 100_000 {
+                    windows.push(Window {
+                        cpu,
+                        start_ns: release,
+                        end_ns: irq + 5_200,
+                        tid: Some(ME.0),
+                    });
+                }
+                if rnd(5) == 0 {
+                    let t = release + 600_000 + rnd(100_000);
+                    let len = 2_000 + rnd(20_000);
+                    events.extend([
+                        at(
+                            cpu,
+                            t,
+                            other.0,
+                            Event::IrqEntry {
+                                irq: 24,
+                                name: "eth0".into(),
+                            },
+                        ),
+                        at(cpu, t + len / 2, other.0, Event::IrqExit { irq: 24 }),
+                        at(
+                            cpu,
+                            t + len / 2 + 100,
+                            other.0,
+                            Event::SoftirqRaise { vec: 3 },
+                        ),
+                        at(
+                            cpu,
+                            t + len / 2 + 200,
+                            other.0,
+                            Event::SoftirqEntry { vec: 3 },
+                        ),
+                        at(cpu, t + len, other.0, Event::SoftirqExit { vec: 3 }),
+                    ]);
+                    if rnd(4) == 0 {
+                        windows.push(Window {
+                            cpu,
+                            start_ns: t - 1_000,
+                            end_ns: t + len + 1_000,
+                            tid: None,
+                        });
+                    }
+                }
+            }
+        }
+        // Time order on each CPU, the CPUs interleaved as a run's reads are.
+        events.sort_by_key(|e| (e.ts_ns / 50_000_000, e.cpu, e.ts_ns));
+        let cpus = [0, 1];
+        let measured = [ME.0];
+        let whole = attribute(&events, &cpus, &measured, &windows);
+        assert!(whole.windows > 300, "{} windows", whole.windows);
+        assert!(whole.latency.iter().all(|l| l.activations > 19_000));
+        assert!(!whole.handlers.is_empty());
+        for chunk in [1_000, 50_000, usize::MAX] {
+            let mut c = Chunked::new(&cpus, &measured, &windows, chunk);
+            for e in &events {
+                c.push(e.clone());
+            }
+            let pieces = c.finish();
+            assert_eq!(pieces, whole, "in pieces of {chunk} events");
+        }
     }
 }

@@ -10,6 +10,12 @@
 //! delays are kept whatever their size. What was kept, and of how many, is in the run's
 //! summary (`causes.kernel.stored`).
 //!
+//! **How.** A run writes every event to this table in `RUN/kernel.tmp/` as it reads the trace
+//! (see [`super::tracefs::Session::keep_in`]). [`write`] then either moves that table into the
+//! run, when all of it fits, or reads it twice: once to count the events of each delay's
+//! window, once to copy the windows chosen. Each CPU's rows are in time order; the CPUs' rows
+//! interleave in blocks, as they were read.
+//!
 //! **Columns.** Every event maps to one row without loss (see [`row_of`] and [`event_of`]):
 //! `mono_ns` (CLOCK_MONOTONIC, the clock of the run's timers), `cpu`, `pid` (the task current
 //! when the event was recorded, −1 unknown), `event` (the kernel's event name), and per event:
@@ -67,102 +73,168 @@ pub struct Stored {
     pub file_bytes: u64,
 }
 
-/// Which events to keep: all when `max_events` allows, else the windows around `delays`
-/// (CLOCK_MONOTONIC times), largest first, while they fit, and the [`ALWAYS_KEPT`] largest in
-/// any case. `events` is in time order on each CPU. Returns a flag per event and how many
-/// delays had their whole window kept.
-pub fn select(events: &[Traced], delays: &[Explained], max_events: u64) -> (Vec<bool>, u64) {
-    if events.len() as u64 <= max_events {
-        return (vec![true; events.len()], delays.len() as u64);
-    }
-    let mut keep = vec![false; events.len()];
-    let mut kept = 0u64;
-    let mut order: Vec<&Explained> = delays.iter().collect();
-    order.sort_by(|a, b| {
+/// A delay's window on its CPU: from [`BEFORE_NS`] before its busy stretch to [`AFTER_NS`]
+/// after its end, CLOCK_MONOTONIC.
+fn window(d: &Explained) -> (u64, u64) {
+    (
+        d.from_ns.min(d.start_ns).saturating_sub(BEFORE_NS),
+        d.end_ns.saturating_add(AFTER_NS),
+    )
+}
+
+/// Which delays keep their windows, given the events in each window: largest first while
+/// they fit in `max_events`, and the [`ALWAYS_KEPT`] largest in any case.
+fn choose(delays: &[Explained], counts: &[u64], max_events: u64) -> Vec<bool> {
+    let mut order: Vec<usize> = (0..delays.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (a, b) = (&delays[a], &delays[b]);
         (b.end_ns - b.start_ns)
             .cmp(&(a.end_ns - a.start_ns))
             .then(a.start_ns.cmp(&b.start_ns))
     });
-    let mut whole = 0u64;
-    for (rank, d) in order.iter().enumerate() {
-        let (lo, hi) = window(events, d);
-        let new = keep[lo..hi].iter().filter(|k| !**k).count() as u64;
-        if rank >= ALWAYS_KEPT && kept + new > max_events {
+    let mut chosen = vec![false; delays.len()];
+    let mut kept = 0u64;
+    for (rank, &i) in order.iter().enumerate() {
+        if rank >= ALWAYS_KEPT && kept + counts[i] > max_events {
             continue;
         }
-        keep[lo..hi].iter_mut().for_each(|k| *k = true);
-        kept += new;
-        whole += 1;
+        chosen[i] = true;
+        kept += counts[i];
     }
-    (keep, whole)
+    chosen
 }
 
-/// The index range of the events of `d`'s window on its CPU.
-fn window(events: &[Traced], d: &Explained) -> (usize, usize) {
-    // Events are in time order on each CPU, CPUs one after the other.
-    let first = events.partition_point(|e| e.cpu < d.cpu);
-    let last = first + events[first..].partition_point(|e| e.cpu == d.cpu);
-    let cpu = &events[first..last];
-    let from = d.from_ns.min(d.start_ns).saturating_sub(BEFORE_NS);
-    let to = d.end_ns.saturating_add(AFTER_NS);
-    let lo = cpu.partition_point(|e| e.ts_ns < from);
-    let hi = cpu.partition_point(|e| e.ts_ns <= to);
-    (first + lo, first + hi.max(lo))
+/// Per CPU, sorted windows, swept by each CPU's events in time order.
+struct Sweep {
+    /// Per CPU: (from, to, delay index), by `from`.
+    windows: std::collections::HashMap<usize, Vec<(u64, u64, usize)>>,
+    /// Per CPU: the next window to open, and the open ones.
+    at: std::collections::HashMap<usize, (usize, Vec<usize>)>,
 }
 
-/// Whether the events are grouped by CPU and in time order within each, as [`select`] needs.
-fn grouped_by_cpu(events: &[Traced]) -> bool {
-    events
-        .windows(2)
-        .all(|w| (w[0].cpu, w[0].ts_ns) <= (w[1].cpu, w[1].ts_ns))
+impl Sweep {
+    fn new<'a>(delays: impl Iterator<Item = (usize, &'a Explained)>) -> Sweep {
+        let mut windows: std::collections::HashMap<usize, Vec<(u64, u64, usize)>> =
+            Default::default();
+        for (i, d) in delays {
+            let (a, z) = window(d);
+            windows.entry(d.cpu).or_default().push((a, z, i));
+        }
+        for v in windows.values_mut() {
+            v.sort_unstable();
+        }
+        Sweep {
+            windows,
+            at: Default::default(),
+        }
+    }
+
+    /// Calls `f` with the index of every window that holds `e`.
+    fn hits(&mut self, e: &Traced, mut f: impl FnMut(usize)) {
+        let Some(ws) = self.windows.get(&e.cpu) else {
+            return;
+        };
+        let (next, open) = self.at.entry(e.cpu).or_default();
+        while *next < ws.len() && ws[*next].0 <= e.ts_ns {
+            open.push(*next);
+            *next += 1;
+        }
+        open.retain(|&w| ws[w].1 >= e.ts_ns);
+        for &w in open.iter() {
+            f(ws[w].2);
+        }
+    }
 }
 
-/// Writes the kept events of `k` into `dir` in time order; `delays` are the run's explained
-/// delays in CLOCK_MONOTONIC time, `zero` the run's time zero on that clock.
+fn read_error(dir: &std::path::Path, e: ReadError) -> StoreError {
+    StoreError::Parquet {
+        path: dir.join(super::tracefs::SPILL_DIR),
+        detail: e.to_string(),
+    }
+}
+
+/// Keeps the events of `k` in the run directory `dir`: all of them when they fit in
+/// `--trace-keep` (the table written during the run becomes the run's), else the windows of
+/// the largest `delays` (CLOCK_MONOTONIC; `zero` is the run's time zero on that clock), read
+/// back from it in two passes. Each CPU's events are in time order.
 pub fn write(
     dir: &std::path::Path,
     k: &KernelTrace,
     delays: &[Explained],
     zero: u64,
 ) -> Result<(Vec<FileEntry>, Stored), StoreError> {
-    let mut sorted;
-    let events: &[Traced] = if grouped_by_cpu(&k.events) {
-        &k.events
-    } else {
-        sorted = k.events.clone();
-        sorted.sort_by_key(|e| (e.cpu, e.ts_ns));
-        &sorted
-    };
-    let per_event = (k.bytes / (events.len() as u64).max(1)).max(1);
+    let total = k.decoded.max(k.events.len() as u64);
+    let per_event = (k.bytes / total.max(1)).max(1);
     let max_events = if k.keep_bytes == u64::MAX {
         u64::MAX
     } else {
         k.keep_bytes / per_event
     };
-    let (keep, windows_kept) = select(events, delays, max_events);
-    // Time order across CPUs, as the table's row groups follow the run's clock.
-    let mut order: Vec<usize> = (0..events.len()).filter(|&i| keep[i]).collect();
-    order.sort_by_key(|&i| (events[i].ts_ns, events[i].cpu));
-    let mut w = TableWriter::create(dir, &tables::KERNEL, Limits::default())?;
-    for &i in &order {
-        let e = &events[i];
-        row_of(w.row(), e);
-        w.end_row(e.ts_ns.saturating_sub(zero))?;
-    }
-    let last = order
-        .last()
-        .map_or(0, |&i| events[i].ts_ns.saturating_sub(zero));
-    let files = w.finish(last)?;
-    let stored = Stored {
-        events: order.len() as u64,
-        of: events.len() as u64,
+    let mut stored = Stored {
+        events: 0,
+        of: total,
         keep_bytes: (k.keep_bytes != u64::MAX).then_some(k.keep_bytes),
-        complete: order.len() == events.len(),
-        windows_kept,
+        complete: false,
+        windows_kept: 0,
         windows: delays.len() as u64,
         trace_bytes: k.bytes,
-        file_bytes: files.iter().map(|f| f.bytes).sum(),
+        file_bytes: 0,
     };
+    let files = match &k.spilled {
+        Some(s) if total <= max_events && k.events.is_empty() => {
+            // Everything fits: the table written during the run is the run's.
+            let mut files = Vec::with_capacity(s.files.len());
+            for f in &s.files {
+                let to = dir.join(&f.name);
+                std::fs::rename(s.dir.join(&f.name), &to)
+                    .map_err(|source| StoreError::Write { path: to, source })?;
+                files.push(f.clone());
+            }
+            stored.events = s.rows;
+            stored.complete = k.spill_error.is_none() && s.rows == total;
+            stored.windows_kept = delays.len() as u64;
+            files
+        }
+        _ => {
+            let all = total <= max_events;
+            let chosen = if all {
+                vec![true; delays.len()]
+            } else {
+                let mut counts = vec![0u64; delays.len()];
+                let mut sweep = Sweep::new(delays.iter().enumerate());
+                k.each_event(|e| sweep.hits(&e, |i| counts[i] += 1))
+                    .map_err(|e| read_error(dir, e))?;
+                choose(delays, &counts, max_events)
+            };
+            stored.windows_kept = chosen.iter().filter(|c| **c).count() as u64;
+            let mut sweep = Sweep::new(delays.iter().enumerate().filter(|(i, _)| chosen[*i]));
+            let mut w = TableWriter::create(dir, &tables::KERNEL, Limits::default())?;
+            let mut failed: Option<StoreError> = None;
+            let mut last = 0;
+            k.each_event(|e| {
+                let mut keep = all;
+                if !keep {
+                    sweep.hits(&e, |_| keep = true);
+                }
+                if !keep || failed.is_some() {
+                    return;
+                }
+                row_of(w.row(), &e);
+                last = e.ts_ns.saturating_sub(zero);
+                match w.end_row(last) {
+                    Ok(()) => stored.events += 1,
+                    Err(err) => failed = Some(err),
+                }
+            })
+            .map_err(|e| read_error(dir, e))?;
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            stored.complete = all && k.spill_error.is_none() && stored.events == total;
+            w.finish(last)?
+        }
+    };
+    stored.file_bytes = files.iter().map(|f| f.bytes).sum();
     Ok((files, stored))
 }
 
@@ -397,7 +469,7 @@ pub fn has(run: &RunReader) -> bool {
     TableReader::open(run, &tables::KERNEL).is_some()
 }
 
-/// Reads the kept events of `run` (none when it has no kernel table), in time order, calling
+/// Reads the kept events of `run` (none when it has no kernel table), each CPU's in time order, calling
 /// `each` with every one whose CLOCK_MONOTONIC time is in `from..=to`: a reader that streams.
 pub fn scan(
     run: &RunReader,
@@ -590,14 +662,37 @@ mod tests {
         }
     }
 
+    /// The events `write` kept of `events` for `delays` within `max_events`, and how many
+    /// delays kept their window.
+    fn kept(events: &[Traced], delays: &[Explained], max_events: u64) -> (Vec<Traced>, u64) {
+        let tmp = tempfile::tempdir().unwrap();
+        let k = KernelTrace {
+            cpus: vec![0, 1],
+            events: events.to_vec(),
+            bytes: 10 * events.len() as u64,
+            keep_bytes: 10 * max_events,
+            ..KernelTrace::default()
+        };
+        let (files, stored) = write(tmp.path(), &k, delays, 0).unwrap();
+        let mut back = Vec::new();
+        scan_files(tmp.path(), &files, 0, u64::MAX, |e| {
+            back.push(e);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(stored.events, back.len() as u64);
+        assert_eq!(stored.complete, back.len() == events.len());
+        (back, stored.windows_kept)
+    }
+
     #[test]
     fn over_the_budget_the_largest_delays_keep_their_windows() {
         // One event every 10 µs for 100 ms on CPUs 0 and 1: 20,000 events.
         let events: Vec<Traced> = (0..2)
             .flat_map(|cpu| (0..10_000u64).map(move |i| ev(i * 10_000, cpu, Event::HrtimerExit)))
             .collect();
-        let (all, whole) = select(&events, &[delay(1, 50_000_000, 50_100_000)], 20_000);
-        assert!(all.iter().all(|k| *k) && whole == 1);
+        let (all, whole) = kept(&events, &[delay(1, 50_000_000, 50_100_000)], 20_000);
+        assert!(all.len() == events.len() && whole == 1);
         // Windows of 1.2 ms + the delay: a 5 ms delay's window holds 621 events.
         let big = delay(1, 50_000_000, 55_000_000);
         let small: Vec<Explained> = (0..30)
@@ -611,13 +706,7 @@ mod tests {
             .collect();
         let mut delays = small.clone();
         delays.push(big.clone());
-        let (keep, whole) = select(&events, &delays, 700);
-        let kept: Vec<&Traced> = events
-            .iter()
-            .zip(&keep)
-            .filter(|x| *x.1)
-            .map(|x| x.0)
-            .collect();
+        let (kept, whole) = kept(&events, &delays, 700);
         // The largest is kept whole, on its CPU only.
         let on1: Vec<u64> = kept
             .iter()
@@ -634,5 +723,74 @@ mod tests {
         // Among equals, the earliest come first.
         assert!(kept.iter().any(|e| e.cpu == 0 && e.ts_ns == 1_000_000));
         assert!(!kept.iter().any(|e| e.cpu == 0 && e.ts_ns == 88_000_000));
+        // Each CPU's events stay in time order.
+        for cpu in 0..2 {
+            let ts: Vec<u64> = kept
+                .iter()
+                .filter(|e| e.cpu == cpu)
+                .map(|e| e.ts_ns)
+                .collect();
+            assert!(ts.windows(2).all(|w| w[0] < w[1]));
+        }
+    }
+
+    /// The table written during a run becomes the run's when everything fits, and is read back
+    /// in two passes when it does not.
+    #[test]
+    fn the_table_written_during_the_run_is_kept_or_cut() {
+        use super::super::tracefs::Spilled;
+        let events: Vec<Traced> = (0..2)
+            .flat_map(|cpu| (0..10_000u64).map(move |i| ev(i * 10_000, cpu, Event::HrtimerExit)))
+            .collect();
+        let spill = |run: &std::path::Path| -> KernelTrace {
+            let dir = run.join(super::super::tracefs::SPILL_DIR);
+            std::fs::create_dir_all(&dir).unwrap();
+            let mut w = TableWriter::create(&dir, &tables::KERNEL, Limits::default()).unwrap();
+            for e in &events {
+                row_of(w.row(), e);
+                w.end_row(e.ts_ns).unwrap();
+            }
+            let files = w.finish(0).unwrap();
+            KernelTrace {
+                cpus: vec![0, 1],
+                spilled: Some(Spilled {
+                    dir,
+                    files,
+                    rows: events.len() as u64,
+                }),
+                decoded: events.len() as u64,
+                bytes: 10 * events.len() as u64,
+                keep_bytes: 10 * 700,
+                ..KernelTrace::default()
+            }
+        };
+        let read = |run: &std::path::Path, files: &[FileEntry]| {
+            let mut n = 0;
+            scan_files(run, files, 0, u64::MAX, |_| {
+                n += 1;
+                Ok(())
+            })
+            .unwrap();
+            n
+        };
+        let tmp = tempfile::tempdir().unwrap();
+        let mut k = spill(tmp.path());
+        k.keep_bytes = u64::MAX;
+        let (files, stored) = write(tmp.path(), &k, &[], 0).unwrap();
+        assert!(stored.complete && stored.events == 20_000);
+        assert_eq!(read(tmp.path(), &files), 20_000);
+        k.remove_spill();
+        assert!(!tmp.path().join("kernel.tmp").exists());
+
+        let tmp = tempfile::tempdir().unwrap();
+        let k = spill(tmp.path());
+        let (files, stored) =
+            write(tmp.path(), &k, &[delay(1, 50_000_000, 55_000_000)], 0).unwrap();
+        assert!(!stored.complete);
+        assert_eq!(
+            (stored.events, stored.of, stored.windows_kept),
+            (621, 20_000, 1)
+        );
+        assert_eq!(read(tmp.path(), &files), 621);
     }
 }

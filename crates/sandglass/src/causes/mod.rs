@@ -153,6 +153,10 @@ pub struct KernelCauses {
     pub store_error: Option<String>,
 }
 
+/// The events of one CPU a piece of the attribution holds (about 10 s of a CPU with a 1 kHz
+/// timer thread and a busy competitor; tens of MB).
+pub const PIECE_EVENTS: usize = 131_072;
+
 /// The spikes of one CPU to attribute: for a timer run, `tid` is the thread whose wakeups
 /// they delayed (each spike runs from a release to the thread's read of the clock); None for
 /// gaps of a polling thread.
@@ -178,7 +182,10 @@ pub fn attribute_run(m: &crate::runner::Measured, spikes: &[CpuSpikes]) -> Optio
             })
         })
         .collect();
-    let a = attribute::attribute(&k.events, &k.cpus, &m.tids, &windows);
+    // The trace is read once, in pieces of bounded size, however long the run.
+    let mut pieces = attribute::Chunked::new(&k.cpus, &m.tids, &windows, PIECE_EVENTS);
+    let read = k.each_event(|e| pieces.push(e));
+    let a = pieces.finish();
     let policies = policies(&a.causes);
     let relative = |mut e: attribute::Explained| {
         e.start_ns = e.start_ns.saturating_sub(zero);
@@ -208,11 +215,26 @@ pub fn attribute_run(m: &crate::runner::Measured, spikes: &[CpuSpikes]) -> Optio
             c.policy = Some(p.clone());
         }
     }
-    let (stored, files, store_error) =
-        match kernel_store::write(m.dir.path(), k, &a.explained, zero) {
-            Ok((files, stored)) => (Some(stored), files, None),
-            Err(e) => (None, Vec::new(), Some(e.to_string())),
-        };
+    let written = match read {
+        Ok(()) => kernel_store::write(m.dir.path(), k, &a.explained, zero),
+        Err(e) => Err(crate::store::StoreError::Parquet {
+            path: m.dir.path().join(tracefs::SPILL_DIR),
+            detail: e.to_string(),
+        }),
+    };
+    k.remove_spill();
+    let (stored, files, mut store_error) = match written {
+        Ok((files, stored)) => (Some(stored), files, None),
+        Err(e) => (None, Vec::new(), Some(e.to_string())),
+    };
+    if let Some(e) = &k.spill_error {
+        store_error.get_or_insert_with(|| {
+            format!(
+                "the events after the first {} could not be written: {e}",
+                stored.as_ref().map_or(0, |s| s.events)
+            )
+        });
+    }
     let all: Vec<attribute::Explained> = a.explained.into_iter().map(relative).collect();
     let mut largest = all.clone();
     largest.sort_by(|x, y| {
@@ -222,7 +244,7 @@ pub fn attribute_run(m: &crate::runner::Measured, spikes: &[CpuSpikes]) -> Optio
     });
     largest.truncate(MAX_LISTED_WINDOWS);
     Some(KernelCauses {
-        events: k.events.len() as u64,
+        events: k.decoded.max(k.events.len() as u64),
         lost_events: k.lost_total(),
         undecoded: k.undecoded,
         buffer_kb: k.buffer_kb,

@@ -15,6 +15,11 @@
 //! the events between two drains; otherwise it reads them all after the run. Events the buffer
 //! lost are counted from the kernel's own per-CPU statistics and reported.
 //!
+//! Each page is decoded as it is read. In a run, its events go straight to the kernel table
+//! in the run's `kernel.tmp/` (see [`Session::keep_in`]), 12 bytes an event or so: the run's
+//! memory does not grow with its length, and the attribution after the run reads the table
+//! back in pieces ([`super::attribute::Chunked`]).
+//!
 //! Whatever happens, the instance is removed: when the run ends, when it fails, on Ctrl-C (the
 //! runner takes signals synchronously and returns normally) and on a panic (by `Drop`). A
 //! process killed with SIGKILL cannot clean up: its instance is removed by the next run that
@@ -160,8 +165,15 @@ impl From<SetupError> for TraceError {
 pub struct KernelTrace {
     /// The CPUs traced.
     pub cpus: Vec<usize>,
-    /// Every event, in time order on each CPU (CPUs follow each other).
+    /// Every event, in time order on each CPU, when they were kept in memory (a session
+    /// without a run directory).
     pub events: Vec<Traced>,
+    /// Where the events were written instead, when they were.
+    pub spilled: Option<Spilled>,
+    /// Events decoded.
+    pub decoded: u64,
+    /// Why the events could not all be written, if they could not.
+    pub spill_error: Option<String>,
     /// Events the kernel could not keep (buffer full), per traced CPU.
     pub lost: Vec<(usize, u64)>,
     /// Records that could not be decoded.
@@ -183,10 +195,63 @@ pub struct KernelTrace {
     pub clock_uncertainty_ns: Option<u64>,
 }
 
+/// The kernel table a session wrote as it read (`RUN/kernel.tmp/kernel-NNNN.parquet`), each
+/// CPU's events in time order.
+#[derive(Clone, Debug, Default)]
+pub struct Spilled {
+    pub dir: PathBuf,
+    pub files: Vec<crate::store::FileEntry>,
+    /// Events written.
+    pub rows: u64,
+}
+
 impl KernelTrace {
     pub fn lost_total(&self) -> u64 {
         self.lost.iter().map(|(_, n)| n).sum()
     }
+
+    /// Every event, each CPU's in time order, wherever they were kept.
+    pub fn each_event(&self, mut f: impl FnMut(Traced)) -> Result<(), crate::store::ReadError> {
+        if let Some(s) = &self.spilled {
+            super::kernel_store::scan_files(&s.dir, &s.files, 0, u64::MAX, |e| {
+                f(e);
+                Ok(())
+            })?;
+        }
+        for e in &self.events {
+            f(e.clone());
+        }
+        Ok(())
+    }
+
+    /// Removes the events written during the run (once they were kept elsewhere, or not).
+    pub fn remove_spill(&self) {
+        if let Some(s) = &self.spilled {
+            let _ = fs::remove_dir_all(&s.dir);
+        }
+    }
+}
+
+/// Where a session puts the events it decodes.
+enum Keep {
+    Memory(Vec<Traced>),
+    Table {
+        dir: PathBuf,
+        writer: Option<Box<crate::store::table::TableWriter>>,
+        first_ns: Option<u64>,
+        rows: u64,
+        error: Option<String>,
+    },
+}
+
+/// What a session has read so far.
+#[derive(Default)]
+struct Counts {
+    decoded: u64,
+    undecoded: u64,
+    pages: u64,
+    bytes: u64,
+    marker_ts: Option<u64>,
 }
 
 /// A private tracing instance, recording or ready to.
@@ -196,7 +261,8 @@ pub struct Session {
     mounted_here: bool,
     cpus: Vec<usize>,
     pipes: Vec<(usize, File)>,
-    raw: Vec<(usize, Vec<u8>)>,
+    keep: Keep,
+    counts: Counts,
     layout: PageLayout,
     decoder: Decoder,
     enabled: Vec<String>,
@@ -374,7 +440,8 @@ impl Session {
             mounted_here,
             cpus: cpus.to_vec(),
             pipes: Vec::new(),
-            raw: cpus.iter().map(|&c| (c, Vec::new())).collect(),
+            keep: Keep::Memory(Vec::new()),
+            counts: Counts::default(),
             layout: PageLayout {
                 commit_offset: 8,
                 commit_size: 8,
@@ -487,20 +554,54 @@ impl Session {
         Some((before, after))
     }
 
-    /// Reads the pages the kernel has filled so far.
+    /// Writes the events from now on to the kernel table in `run_dir/kernel.tmp/` rather than
+    /// keeping them in memory.
+    pub fn keep_in(&mut self, run_dir: &Path) -> Result<(), crate::store::StoreError> {
+        use crate::store::table::{tables, Limits, TableWriter};
+        let dir = run_dir.join(SPILL_DIR);
+        fs::create_dir_all(&dir).map_err(|source| crate::store::StoreError::Write {
+            path: dir.clone(),
+            source,
+        })?;
+        let writer = TableWriter::create(&dir, &tables::KERNEL, Limits::default())?;
+        let held = match std::mem::replace(&mut self.keep, Keep::Memory(Vec::new())) {
+            Keep::Memory(v) => v,
+            Keep::Table { .. } => Vec::new(),
+        };
+        self.keep = Keep::Table {
+            dir,
+            writer: Some(Box::new(writer)),
+            first_ns: None,
+            rows: 0,
+            error: None,
+        };
+        for e in held {
+            put(&mut self.keep, e);
+        }
+        Ok(())
+    }
+
+    /// Reads and decodes the pages the kernel has filled so far.
     pub fn drain(&mut self) {
         use sandglass_sys::clock::{now_ns, ClockId};
         let t0 = now_ns(ClockId::Monotonic);
         let mut page = vec![0u8; 4096];
-        for (i, (_, f)) in self.pipes.iter_mut().enumerate() {
+        let Session {
+            pipes,
+            keep,
+            counts,
+            layout,
+            decoder,
+            ..
+        } = self;
+        for (cpu, f) in pipes.iter_mut() {
             loop {
                 match f.read(&mut page) {
                     Ok(0) => break,
                     Ok(n) => {
-                        // A short read is a partial page; keep every page 4096 bytes long.
-                        let buf = &mut self.raw[i].1;
-                        buf.extend_from_slice(&page[..n]);
-                        buf.resize(buf.len() + (4096 - n % 4096) % 4096, 0);
+                        // A short read is a partial page: the rest of it is zeros.
+                        page[n..].iter_mut().for_each(|b| *b = 0);
+                        take_page(*cpu, &page, layout, decoder, keep, counts);
                     }
                     Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                     Err(_) => break,
@@ -510,9 +611,8 @@ impl Session {
         self.read_ns += now_ns(ClockId::Monotonic).saturating_sub(t0);
     }
 
-    /// Stops recording, reads the rest, decodes every event, removes the instance.
+    /// Stops recording, reads the rest, removes the instance.
     pub fn finish(mut self) -> KernelTrace {
-        use sandglass_sys::clock::{now_ns, ClockId};
         let _ = write_file(&self.dir.join("tracing_on"), "0");
         self.drain();
         let lost: Vec<(usize, u64)> = self
@@ -524,56 +624,49 @@ impl Session {
                 (c, lost_in_stats(&stats))
             })
             .collect();
-        let t0 = now_ns(ClockId::Monotonic);
-        let mut events = Vec::new();
-        let mut undecoded = 0u64;
-        let mut pages = 0u64;
-        let mut bytes = 0u64;
-        let mut marker_ts = None;
-        for (cpu, raw) in &self.raw {
-            bytes += raw.len() as u64;
-            for page in raw.chunks(4096) {
-                pages += 1;
-                let mut on_record = |ts: u64, rec: &[u8]| match self.decoder.decode(rec) {
-                    Ok(tracefs_raw::Event::Marker { text })
-                        if marker_ts.is_none() && text.starts_with(CLOCK_CHECK) =>
-                    {
-                        marker_ts = Some(ts);
-                    }
-                    Ok(event) => events.push(Traced {
-                        ts_ns: ts,
-                        cpu: *cpu,
-                        // Every record starts with common_type (2 bytes), common_flags,
-                        // common_preempt_count (1 byte each) and common_pid (4 bytes).
-                        pid: rec
-                            .get(4..8)
-                            .and_then(|b| b.try_into().ok())
-                            .map(i32::from_ne_bytes),
-                        event,
-                    }),
-                    Err(_) => undecoded += 1,
-                };
-                if tracefs_raw::parse_page(page, &self.layout, &mut on_record).is_err() {
-                    undecoded += 1;
-                }
-            }
-        }
-        let read_ns = self.read_ns + now_ns(ClockId::Monotonic).saturating_sub(t0);
-        let (clock_offset_ns, clock_uncertainty_ns) = match (self.marker, marker_ts) {
+        let counts = std::mem::take(&mut self.counts);
+        let (clock_offset_ns, clock_uncertainty_ns) = match (self.marker, counts.marker_ts) {
             (Some((b, a)), Some(ts)) => {
                 let mid = b / 2 + a / 2;
                 (Some(ts as i64 - mid as i64), Some((a - b) / 2))
             }
             _ => (None, None),
         };
+        let (events, spilled, spill_error) =
+            match std::mem::replace(&mut self.keep, Keep::Memory(Vec::new())) {
+                Keep::Memory(v) => (v, None, None),
+                Keep::Table {
+                    dir,
+                    writer,
+                    rows,
+                    error,
+                    ..
+                } => {
+                    let (files, error) = match writer {
+                        Some(w) if error.is_some() => (w.closed().to_vec(), error),
+                        Some(w) => {
+                            let closed = w.closed().to_vec();
+                            match w.finish(0) {
+                                Ok(files) => (files, None),
+                                Err(e) => (closed, Some(e.to_string())),
+                            }
+                        }
+                        None => (Vec::new(), error),
+                    };
+                    (Vec::new(), Some(Spilled { dir, files, rows }), error)
+                }
+            };
         let out = KernelTrace {
             cpus: self.cpus.clone(),
             events,
+            spilled,
+            decoded: counts.decoded,
+            spill_error,
             lost,
-            undecoded,
-            pages,
-            bytes,
-            read_ns,
+            undecoded: counts.undecoded,
+            pages: counts.pages,
+            bytes: counts.bytes,
+            read_ns: self.read_ns,
             enabled: self.enabled.clone(),
             buffer_kb: self.buffer_kb,
             keep_bytes: self.keep_bytes,
@@ -616,6 +709,75 @@ impl Session {
 impl Drop for Session {
     fn drop(&mut self) {
         self.remove();
+    }
+}
+
+/// The directory of a run where a session writes its events as it reads them.
+pub const SPILL_DIR: &str = "kernel.tmp";
+
+/// Decodes one page of `cpu`'s buffer into `keep`.
+fn take_page(
+    cpu: usize,
+    page: &[u8],
+    layout: &PageLayout,
+    decoder: &Decoder,
+    keep: &mut Keep,
+    counts: &mut Counts,
+) {
+    counts.pages += 1;
+    counts.bytes += page.len() as u64;
+    let mut on_record = |ts: u64, rec: &[u8]| match decoder.decode(rec) {
+        Ok(tracefs_raw::Event::Marker { text })
+            if counts.marker_ts.is_none() && text.starts_with(CLOCK_CHECK) =>
+        {
+            counts.marker_ts = Some(ts);
+        }
+        Ok(event) => {
+            counts.decoded += 1;
+            put(
+                keep,
+                Traced {
+                    ts_ns: ts,
+                    cpu,
+                    // Every record starts with common_type (2 bytes), common_flags,
+                    // common_preempt_count (1 byte each) and common_pid (4 bytes).
+                    pid: rec
+                        .get(4..8)
+                        .and_then(|b| b.try_into().ok())
+                        .map(i32::from_ne_bytes),
+                    event,
+                },
+            );
+        }
+        Err(_) => counts.undecoded += 1,
+    };
+    if tracefs_raw::parse_page(page, layout, &mut on_record).is_err() {
+        counts.undecoded += 1;
+    }
+}
+
+/// Keeps one event: in memory, or as a row of the kernel table (the first error stops the
+/// writing and is kept).
+fn put(keep: &mut Keep, e: Traced) {
+    match keep {
+        Keep::Memory(v) => v.push(e),
+        Keep::Table {
+            writer,
+            first_ns,
+            rows,
+            error,
+            ..
+        } => {
+            let Some(w) = writer.as_mut().filter(|_| error.is_none()) else {
+                return;
+            };
+            let first = *first_ns.get_or_insert(e.ts_ns);
+            super::kernel_store::row_of(w.row(), &e);
+            match w.end_row(e.ts_ns.saturating_sub(first)) {
+                Ok(()) => *rows += 1,
+                Err(err) => *error = Some(err.to_string()),
+            }
+        }
     }
 }
 

@@ -242,6 +242,16 @@ pub struct WakeLatency {
 /// before it ran counts once, from its first raise.
 pub fn softirq_latency<'a>(events: impl Iterator<Item = &'a Traced>) -> Histogram<u64> {
     let mut h = new_histogram();
+    softirq_latency_into(events, (0, u64::MAX), &mut h);
+    h
+}
+
+/// [`softirq_latency`] of the softirqs that started in `from..to`, added to `h`.
+pub fn softirq_latency_into<'a>(
+    events: impl Iterator<Item = &'a Traced>,
+    (from, to): (u64, u64),
+    h: &mut Histogram<u64>,
+) {
     let mut over = 0;
     let mut raised: [Option<u64>; 32] = [None; 32];
     for e in events {
@@ -253,44 +263,80 @@ pub fn softirq_latency<'a>(events: impl Iterator<Item = &'a Traced>) -> Histogra
             }
             Event::SoftirqEntry { vec } => {
                 if let Some(at) = raised.get_mut(vec as usize).and_then(|r| r.take()) {
-                    record(&mut h, e.ts_ns.saturating_sub(at), &mut over);
+                    if (from..to).contains(&e.ts_ns) {
+                        record(h, e.ts_ns.saturating_sub(at), &mut over);
+                    }
                 }
             }
             _ => {}
         }
     }
-    h
+}
+
+/// One thread's wakeup latencies as they are added, activation by activation.
+#[derive(Clone, Debug)]
+pub struct LatencySum {
+    activations: u64,
+    irq: Histogram<u64>,
+    thread: Histogram<u64>,
+    irq_range: Option<(u64, u64)>,
+    thread_range: Option<(u64, u64)>,
+    over: u64,
+}
+
+impl Default for LatencySum {
+    fn default() -> Self {
+        LatencySum {
+            activations: 0,
+            irq: new_histogram(),
+            thread: new_histogram(),
+            irq_range: None,
+            thread_range: None,
+            over: 0,
+        }
+    }
+}
+
+impl LatencySum {
+    pub fn add(&mut self, a: &Activation) {
+        self.activations += 1;
+        let widen = |r: &mut Option<(u64, u64)>, v: u64| {
+            *r = Some(r.map_or((v, v), |(lo, hi)| (lo.min(v), hi.max(v))));
+        };
+        if let Some(v) = a.irq_latency_ns() {
+            record(&mut self.irq, v, &mut self.over);
+            widen(&mut self.irq_range, v);
+        }
+        if let Some(v) = a.thread_latency_ns() {
+            record(&mut self.thread, v, &mut self.over);
+            widen(&mut self.thread_range, v);
+        }
+    }
+
+    /// The distributions, with its CPU's softirqs (`softirq`, from [`softirq_latency`]).
+    pub fn finish(self, cpu: usize, tid: i32, softirq: &Histogram<u64>) -> WakeLatency {
+        let lo = |r: Option<(u64, u64)>| r.map(|r| r.0 as i64);
+        let hi = |r: Option<(u64, u64)>| r.map(|r| r.1 as i64);
+        WakeLatency {
+            cpu,
+            tid,
+            activations: self.activations,
+            irq_ns: percentiles(&self.irq, lo(self.irq_range), hi(self.irq_range)),
+            thread_ns: percentiles(&self.thread, lo(self.thread_range), hi(self.thread_range)),
+            softirq_ns: percentiles(softirq, None, None),
+            histograms: Some([self.irq, softirq.clone(), self.thread]),
+        }
+    }
 }
 
 /// The distributions of one thread's activations, and of its CPU's softirqs (`softirq`, from
 /// [`softirq_latency`]).
 pub fn latency(cpu: usize, tid: i32, acts: &[Activation], softirq: &Histogram<u64>) -> WakeLatency {
-    let mut irq = new_histogram();
-    let mut thread = new_histogram();
-    let (mut over, mut irq_max, mut thread_max) = (0u64, None::<u64>, None::<u64>);
-    let (mut irq_min, mut thread_min) = (None::<u64>, None::<u64>);
+    let mut sum = LatencySum::default();
     for a in acts.iter().filter(|a| a.tid == tid) {
-        if let Some(v) = a.irq_latency_ns() {
-            record(&mut irq, v, &mut over);
-            irq_max = irq_max.max(Some(v));
-            irq_min = Some(irq_min.map_or(v, |m| m.min(v)));
-        }
-        if let Some(v) = a.thread_latency_ns() {
-            record(&mut thread, v, &mut over);
-            thread_max = thread_max.max(Some(v));
-            thread_min = Some(thread_min.map_or(v, |m| m.min(v)));
-        }
+        sum.add(a);
     }
-    let exact = |v: Option<u64>| v.map(|v| v as i64);
-    WakeLatency {
-        cpu,
-        tid,
-        activations: acts.iter().filter(|a| a.tid == tid).count() as u64,
-        irq_ns: percentiles(&irq, exact(irq_min), exact(irq_max)),
-        thread_ns: percentiles(&thread, exact(thread_min), exact(thread_max)),
-        softirq_ns: percentiles(softirq, None, None),
-        histograms: Some([irq, softirq.clone(), thread]),
-    }
+    sum.finish(cpu, tid, softirq)
 }
 
 #[cfg(test)]

@@ -79,6 +79,12 @@ pub trait Tracing {
     fn drain(&mut self);
     /// Writes a marker into the trace.
     fn mark(&self, text: &str);
+    /// Writes the events into the run directory `dir` as they are read, instead of keeping them
+    /// in memory.
+    fn keep_in(&mut self, dir: &Path) -> Result<(), String> {
+        let _ = dir;
+        Ok(())
+    }
     /// Stops tracing, removes the instance, and returns the events.
     fn finish(self: Box<Self>) -> KernelTrace;
     fn dir(&self) -> &Path;
@@ -164,6 +170,9 @@ impl Tracing for RealTracing {
     }
     fn mark(&self, text: &str) {
         self.0.mark(text);
+    }
+    fn keep_in(&mut self, dir: &Path) -> Result<(), String> {
+        self.0.keep_in(dir).map_err(|e| e.to_string())
     }
     fn finish(self: Box<Self>) -> KernelTrace {
         self.0.finish()

@@ -808,7 +808,7 @@ mod extras {
                 }
             }
             if let Some(opts) = &p.plan.trace {
-                let t = host
+                let mut t = host
                     .start_tracing(&p.placement.measured.to_vec(), opts)
                     .map_err(|e| match e {
                         TraceError::Unavailable(m) => RunError::Usage(m),
@@ -819,7 +819,13 @@ mod extras {
                     p.placement.measured,
                     t.dir().display()
                 ));
+                let kept = t.keep_in(p.dir.path());
                 x.tracing = Some(t);
+                if let Err(e) = kept {
+                    return Err(RunError::Failed(format!(
+                        "--trace: cannot write the kernel's events into the run: {e} (free some space, or choose another place with -o)"
+                    )));
+                }
                 if faults.fail_after_trace_start {
                     return Err(RunError::Failed(
                         "SANDGLASS_FAULT=fail-after-trace-start: failing with tracing under way"
@@ -837,7 +843,7 @@ mod extras {
                 l.stop();
             }
             if let Some(t) = self.tracing.take() {
-                t.finish();
+                t.finish().remove_spill();
             }
         }
     }
