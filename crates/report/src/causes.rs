@@ -250,8 +250,8 @@ fn write_kernel(w: &mut dyn Write, k: &sandglass::causes::KernelCauses) -> io::R
         )?;
         writeln!(
             w,
-            "  {:>4}  {:>8}  {:>7}  {:>9}  {:>9}  {:>9}  {:>9}",
-            "CPU", "wakeups", "", "min", "p50", "p99", "max"
+            "  {:>4}  {:>7}  {:>8}  {:>9}  {:>9}  {:>9}  {:>9}",
+            "CPU", "", "count", "min", "p50", "p99", "max"
         )?;
         for l in &k.latency {
             for (what, d) in [
@@ -262,16 +262,19 @@ fn write_kernel(w: &mut dyn Write, k: &sandglass::causes::KernelCauses) -> io::R
                 let Some(d) = d else { continue };
                 writeln!(
                     w,
-                    "  {:>4}  {:>8}  {:>7}  {:>9}  {:>9}  {:>9}  {:>9}",
+                    "  {:>4}  {:>7}  {:>8}  {:>9}  {:>9}  {:>9}  {:>9}",
                     l.cpu,
-                    count(l.activations),
                     what,
+                    count(d.count),
                     Nanos(d.min.max(0) as u64).to_string(),
                     Nanos(d.p50).to_string(),
                     Nanos(d.p99).to_string(),
                     Nanos(d.max.max(0) as u64).to_string()
                 )?;
             }
+        }
+        for note in k.latency.iter().filter_map(latency_note) {
+            writeln!(w, "  {note}")?;
         }
     }
     let mut handlers: Vec<&sandglass::causes::attribute::Handler> = k.handlers.iter().collect();
@@ -289,6 +292,20 @@ fn write_kernel(w: &mut dyn Write, k: &sandglass::causes::KernelCauses) -> io::R
         )?;
     }
     Ok(())
+}
+
+/// What a thread's latency distribution leaves out, when it does: the wakeups whose switch to
+/// the thread the trace does not hold.
+pub fn latency_note(l: &sandglass::causes::wakeup::WakeLatency) -> Option<String> {
+    let n = l.thread_ns.as_ref().map_or(0, |d| d.count);
+    (n < l.activations).then(|| {
+        format!(
+            "CPU {}: thread latency from {} of {} wakeups; the trace has no switch to the thread for the others (the kernel does not record the switch out of the idle task on some machines), so they count in the IRQ latency only",
+            l.cpu,
+            count(n),
+            count(l.activations)
+        )
+    })
 }
 
 /// What the kinds of a traced cause mean, printed under the table.

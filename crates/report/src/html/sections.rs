@@ -223,7 +223,7 @@ pub fn causes(p: &mut Page, c: Option<&Causes>) {
                     Some(vec![
                         l.cpu.to_string(),
                         what.to_string(),
-                        count(l.activations),
+                        count(d.count),
                         Nanos(d.min.max(0) as u64).to_string(),
                         Nanos(d.p50).to_string(),
                         Nanos(d.p99).to_string(),
@@ -235,10 +235,13 @@ pub fn causes(p: &mut Page, c: Option<&Causes>) {
         if !rows.is_empty() {
             p.subsection("IRQ and thread latency of every wakeup (from the timer's expiry)");
             p.table(
-                &["CPU", "latency", "wakeups", "min", "p50", "p99", "max"],
+                &["CPU", "latency", "count", "min", "p50", "p99", "max"],
                 &rows,
                 &[],
             );
+            for note in k.latency.iter().filter_map(crate::causes::latency_note) {
+                p.text(&note);
+            }
         }
         let mut handlers: Vec<&sandglass::causes::attribute::Handler> = k.handlers.iter().collect();
         handlers.sort_by_key(|h| std::cmp::Reverse(h.max_ns));
