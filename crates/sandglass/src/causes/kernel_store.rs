@@ -10,11 +10,11 @@
 //! delays are kept whatever their size. What was kept, and of how many, is in the run's
 //! summary (`causes.kernel.stored`).
 //!
-//! **How.** A run writes every event to this table in `RUN/kernel.tmp/` as it reads the trace
-//! (see [`super::tracefs::Session::keep_in`]). [`write`] then either moves that table into the
-//! run, when all of it fits, or reads it twice: once to count the events of each delay's
-//! window, once to copy the windows chosen. Each CPU's rows are in time order; the CPUs' rows
-//! interleave in blocks, as they were read.
+//! **How.** A run keeps the kernel's pages in `RUN/kernel.tmp/` as it reads them (see
+//! [`super::tracefs::Session::keep_in`]). After the run, [`write`] decodes them into this table:
+//! in one pass when all of them fit, else in two, one to count the events of each delay's
+//! window and one to copy the windows chosen. Each CPU's rows are in time order, one CPU after
+//! the other.
 //!
 //! **Columns.** Every event maps to one row without loss (see [`row_of`] and [`event_of`]):
 //! `mono_ns` (CLOCK_MONOTONIC, the clock of the run's timers), `cpu`, `pid` (the task current
@@ -146,24 +146,24 @@ impl Sweep {
     }
 }
 
-fn read_error(dir: &std::path::Path, e: ReadError) -> StoreError {
-    StoreError::Parquet {
+fn read_error(dir: &std::path::Path, e: std::io::Error) -> StoreError {
+    StoreError::Write {
         path: dir.join(super::tracefs::SPILL_DIR),
-        detail: e.to_string(),
+        source: e,
     }
 }
 
-/// Keeps the events of `k` in the run directory `dir`: all of them when they fit in
-/// `--trace-keep` (the table written during the run becomes the run's), else the windows of
-/// the largest `delays` (CLOCK_MONOTONIC; `zero` is the run's time zero on that clock), read
-/// back from it in two passes. Each CPU's events are in time order.
+/// Keeps `total` events of `k` (as [`KernelTrace::each_event`] gives them) in the run directory
+/// `dir`: all of them when they fit in `--trace-keep`, else the windows of the largest `delays`
+/// (CLOCK_MONOTONIC; `zero` is the run's time zero on that clock), chosen in one pass over the
+/// trace and copied in another. Each CPU's rows are in time order.
 pub fn write(
     dir: &std::path::Path,
     k: &KernelTrace,
+    total: u64,
     delays: &[Explained],
     zero: u64,
 ) -> Result<(Vec<FileEntry>, Stored), StoreError> {
-    let total = k.decoded.max(k.events.len() as u64);
     let per_event = (k.bytes / total.max(1)).max(1);
     let max_events = if k.keep_bytes == u64::MAX {
         u64::MAX
@@ -180,60 +180,42 @@ pub fn write(
         trace_bytes: k.bytes,
         file_bytes: 0,
     };
-    let files = match &k.spilled {
-        Some(s) if total <= max_events && k.events.is_empty() => {
-            // Everything fits: the table written during the run is the run's.
-            let mut files = Vec::with_capacity(s.files.len());
-            for f in &s.files {
-                let to = dir.join(&f.name);
-                std::fs::rename(s.dir.join(&f.name), &to)
-                    .map_err(|source| StoreError::Write { path: to, source })?;
-                files.push(f.clone());
-            }
-            stored.events = s.rows;
-            stored.complete = k.spill_error.is_none() && s.rows == total;
-            stored.windows_kept = delays.len() as u64;
-            files
-        }
-        _ => {
-            let all = total <= max_events;
-            let chosen = if all {
-                vec![true; delays.len()]
-            } else {
-                let mut counts = vec![0u64; delays.len()];
-                let mut sweep = Sweep::new(delays.iter().enumerate());
-                k.each_event(|e| sweep.hits(&e, |i| counts[i] += 1))
-                    .map_err(|e| read_error(dir, e))?;
-                choose(delays, &counts, max_events)
-            };
-            stored.windows_kept = chosen.iter().filter(|c| **c).count() as u64;
-            let mut sweep = Sweep::new(delays.iter().enumerate().filter(|(i, _)| chosen[*i]));
-            let mut w = TableWriter::create(dir, &tables::KERNEL, Limits::default())?;
-            let mut failed: Option<StoreError> = None;
-            let mut last = 0;
-            k.each_event(|e| {
-                let mut keep = all;
-                if !keep {
-                    sweep.hits(&e, |_| keep = true);
-                }
-                if !keep || failed.is_some() {
-                    return;
-                }
-                row_of(w.row(), &e);
-                last = e.ts_ns.saturating_sub(zero);
-                match w.end_row(last) {
-                    Ok(()) => stored.events += 1,
-                    Err(err) => failed = Some(err),
-                }
-            })
+    let all = total <= max_events;
+    let chosen = if all {
+        vec![true; delays.len()]
+    } else {
+        let mut counts = vec![0u64; delays.len()];
+        let mut sweep = Sweep::new(delays.iter().enumerate());
+        k.each_event(|e| sweep.hits(&e, |i| counts[i] += 1))
             .map_err(|e| read_error(dir, e))?;
-            if let Some(e) = failed {
-                return Err(e);
-            }
-            stored.complete = all && k.spill_error.is_none() && stored.events == total;
-            w.finish(last)?
-        }
+        choose(delays, &counts, max_events)
     };
+    stored.windows_kept = chosen.iter().filter(|c| **c).count() as u64;
+    let mut sweep = Sweep::new(delays.iter().enumerate().filter(|(i, _)| chosen[*i]));
+    let mut w = TableWriter::create(dir, &tables::KERNEL, Limits::default())?;
+    let mut failed: Option<StoreError> = None;
+    let mut last = 0;
+    k.each_event(|e| {
+        let mut keep = all;
+        if !keep {
+            sweep.hits(&e, |_| keep = true);
+        }
+        if !keep || failed.is_some() {
+            return;
+        }
+        row_of(w.row(), &e);
+        last = e.ts_ns.saturating_sub(zero);
+        match w.end_row(last) {
+            Ok(()) => stored.events += 1,
+            Err(err) => failed = Some(err),
+        }
+    })
+    .map_err(|e| read_error(dir, e))?;
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    stored.complete = all && k.spill_error.is_none() && stored.events == total;
+    let files = w.finish(last)?;
     stored.file_bytes = files.iter().map(|f| f.bytes).sum();
     Ok((files, stored))
 }
@@ -633,7 +615,7 @@ mod tests {
             keep_bytes: u64::MAX,
             ..KernelTrace::default()
         };
-        let (files, stored) = write(tmp.path(), &k, &[], 0).unwrap();
+        let (files, stored) = write(tmp.path(), &k, events.len() as u64, &[], 0).unwrap();
         assert!(stored.complete && stored.events == events.len() as u64);
         let mut back = Vec::new();
         scan_files(tmp.path(), &files, 0, u64::MAX, |e| {
@@ -673,7 +655,7 @@ mod tests {
             keep_bytes: 10 * max_events,
             ..KernelTrace::default()
         };
-        let (files, stored) = write(tmp.path(), &k, delays, 0).unwrap();
+        let (files, stored) = write(tmp.path(), &k, events.len() as u64, delays, 0).unwrap();
         let mut back = Vec::new();
         scan_files(tmp.path(), &files, 0, u64::MAX, |e| {
             back.push(e);
@@ -732,65 +714,5 @@ mod tests {
                 .collect();
             assert!(ts.windows(2).all(|w| w[0] < w[1]));
         }
-    }
-
-    /// The table written during a run becomes the run's when everything fits, and is read back
-    /// in two passes when it does not.
-    #[test]
-    fn the_table_written_during_the_run_is_kept_or_cut() {
-        use super::super::tracefs::Spilled;
-        let events: Vec<Traced> = (0..2)
-            .flat_map(|cpu| (0..10_000u64).map(move |i| ev(i * 10_000, cpu, Event::HrtimerExit)))
-            .collect();
-        let spill = |run: &std::path::Path| -> KernelTrace {
-            let dir = run.join(super::super::tracefs::SPILL_DIR);
-            std::fs::create_dir_all(&dir).unwrap();
-            let mut w = TableWriter::create(&dir, &tables::KERNEL, Limits::default()).unwrap();
-            for e in &events {
-                row_of(w.row(), e);
-                w.end_row(e.ts_ns).unwrap();
-            }
-            let files = w.finish(0).unwrap();
-            KernelTrace {
-                cpus: vec![0, 1],
-                spilled: Some(Spilled {
-                    dir,
-                    files,
-                    rows: events.len() as u64,
-                }),
-                decoded: events.len() as u64,
-                bytes: 10 * events.len() as u64,
-                keep_bytes: 10 * 700,
-                ..KernelTrace::default()
-            }
-        };
-        let read = |run: &std::path::Path, files: &[FileEntry]| {
-            let mut n = 0;
-            scan_files(run, files, 0, u64::MAX, |_| {
-                n += 1;
-                Ok(())
-            })
-            .unwrap();
-            n
-        };
-        let tmp = tempfile::tempdir().unwrap();
-        let mut k = spill(tmp.path());
-        k.keep_bytes = u64::MAX;
-        let (files, stored) = write(tmp.path(), &k, &[], 0).unwrap();
-        assert!(stored.complete && stored.events == 20_000);
-        assert_eq!(read(tmp.path(), &files), 20_000);
-        k.remove_spill();
-        assert!(!tmp.path().join("kernel.tmp").exists());
-
-        let tmp = tempfile::tempdir().unwrap();
-        let k = spill(tmp.path());
-        let (files, stored) =
-            write(tmp.path(), &k, &[delay(1, 50_000_000, 55_000_000)], 0).unwrap();
-        assert!(!stored.complete);
-        assert_eq!(
-            (stored.events, stored.of, stored.windows_kept),
-            (621, 20_000, 1)
-        );
-        assert_eq!(read(tmp.path(), &files), 621);
     }
 }

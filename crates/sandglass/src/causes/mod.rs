@@ -215,12 +215,18 @@ pub fn attribute_run(m: &crate::runner::Measured, spikes: &[CpuSpikes]) -> Optio
             c.policy = Some(p.clone());
         }
     }
-    let written = match read {
-        Ok(()) => kernel_store::write(m.dir.path(), k, &a.explained, zero),
-        Err(e) => Err(crate::store::StoreError::Parquet {
-            path: m.dir.path().join(tracefs::SPILL_DIR),
-            detail: e.to_string(),
-        }),
+    let (written, decoded) = match read {
+        Ok(n) => (
+            kernel_store::write(m.dir.path(), k, n.events, &a.explained, zero),
+            n,
+        ),
+        Err(e) => (
+            Err(crate::store::StoreError::Write {
+                path: m.dir.path().join(tracefs::SPILL_DIR),
+                source: e,
+            }),
+            tracefs::Decoded::default(),
+        ),
     };
     k.remove_spill();
     let (stored, files, mut store_error) = match written {
@@ -230,8 +236,7 @@ pub fn attribute_run(m: &crate::runner::Measured, spikes: &[CpuSpikes]) -> Optio
     if let Some(e) = &k.spill_error {
         store_error.get_or_insert_with(|| {
             format!(
-                "the events after the first {} could not be written: {e}",
-                stored.as_ref().map_or(0, |s| s.events)
+                "the kernel's pages could not all be kept for after the run ({e}): what came after is neither attributed nor kept"
             )
         });
     }
@@ -244,9 +249,9 @@ pub fn attribute_run(m: &crate::runner::Measured, spikes: &[CpuSpikes]) -> Optio
     });
     largest.truncate(MAX_LISTED_WINDOWS);
     Some(KernelCauses {
-        events: k.decoded.max(k.events.len() as u64),
+        events: decoded.events,
         lost_events: k.lost_total(),
-        undecoded: k.undecoded,
+        undecoded: decoded.undecoded,
         buffer_kb: k.buffer_kb,
         read_ns: k.read_ns,
         clock_offset_ns: k.clock_offset_ns,

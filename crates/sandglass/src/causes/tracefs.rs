@@ -15,10 +15,11 @@
 //! the events between two drains; otherwise it reads them all after the run. Events the buffer
 //! lost are counted from the kernel's own per-CPU statistics and reported.
 //!
-//! Each page is decoded as it is read. In a run, its events go straight to the kernel table
-//! in the run's `kernel.tmp/` (see [`Session::keep_in`]), 12 bytes an event or so: the run's
-//! memory does not grow with its length, and the attribution after the run reads the table
-//! back in pieces ([`super::attribute::Chunked`]).
+//! In a run, the pages go to the run's `kernel.tmp/cpuN.raw` as they are read (see
+//! [`Session::keep_in`]): a copy, the least work for the main thread while the run goes, and
+//! the run's memory does not grow with its length. After the run they are decoded a page at a
+//! time ([`KernelTrace::each_event`]) for the attribution, in pieces of bounded size
+//! ([`super::attribute::Chunked`]), and for the kernel table the run keeps.
 //!
 //! Whatever happens, the instance is removed: when the run ends, when it fails, on Ctrl-C (the
 //! runner takes signals synchronously and returns normally) and on a panic (by `Drop`). A
@@ -165,23 +166,22 @@ impl From<SetupError> for TraceError {
 pub struct KernelTrace {
     /// The CPUs traced.
     pub cpus: Vec<usize>,
-    /// Every event, in time order on each CPU, when they were kept in memory (a session
+    /// Every event, in time order on each CPU, when they were decoded into memory (a session
     /// without a run directory).
     pub events: Vec<Traced>,
-    /// Where the events were written instead, when they were.
-    pub spilled: Option<Spilled>,
-    /// Events decoded.
-    pub decoded: u64,
-    /// Why the events could not all be written, if they could not.
+    /// The pages as read, on disk, when they were kept there instead.
+    pub raw: Option<RawPages>,
+    /// Why the pages could not all be written, if they could not.
     pub spill_error: Option<String>,
     /// Events the kernel could not keep (buffer full), per traced CPU.
     pub lost: Vec<(usize, u64)>,
-    /// Records that could not be decoded.
+    /// Records that could not be decoded (of `events`; [`KernelTrace::each_event`] counts those
+    /// of `raw`).
     pub undecoded: u64,
     /// Pages and bytes read.
     pub pages: u64,
     pub bytes: u64,
-    /// Time the main thread spent reading and decoding, in ns.
+    /// Time the main thread spent reading (and, into memory, decoding), in ns.
     pub read_ns: u64,
     /// The events enabled.
     pub enabled: Vec<String>,
@@ -195,14 +195,21 @@ pub struct KernelTrace {
     pub clock_uncertainty_ns: Option<u64>,
 }
 
-/// The kernel table a session wrote as it read (`RUN/kernel.tmp/kernel-NNNN.parquet`), each
-/// CPU's events in time order.
-#[derive(Clone, Debug, Default)]
-pub struct Spilled {
+/// The kernel's pages of each CPU as a session read them (`RUN/kernel.tmp/cpuN.raw`, 4096
+/// bytes a page), and what decodes them.
+#[derive(Clone, Debug)]
+pub struct RawPages {
     pub dir: PathBuf,
-    pub files: Vec<crate::store::FileEntry>,
-    /// Events written.
-    pub rows: u64,
+    pub files: Vec<(usize, PathBuf)>,
+    pub layout: PageLayout,
+    pub decoder: Decoder,
+}
+
+/// Events decoded, and records that could not be.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Decoded {
+    pub events: u64,
+    pub undecoded: u64,
 }
 
 impl KernelTrace {
@@ -210,36 +217,83 @@ impl KernelTrace {
         self.lost.iter().map(|(_, n)| n).sum()
     }
 
-    /// Every event, each CPU's in time order, wherever they were kept.
-    pub fn each_event(&self, mut f: impl FnMut(Traced)) -> Result<(), crate::store::ReadError> {
-        if let Some(s) = &self.spilled {
-            super::kernel_store::scan_files(&s.dir, &s.files, 0, u64::MAX, |e| {
-                f(e);
-                Ok(())
-            })?;
-        }
+    /// Every event, each CPU's in time order, one CPU after the other, wherever they were kept;
+    /// reads the pages on disk one at a time.
+    pub fn each_event(&self, mut f: impl FnMut(Traced)) -> io::Result<Decoded> {
+        let mut n = Decoded {
+            events: self.events.len() as u64,
+            undecoded: self.undecoded,
+        };
         for e in &self.events {
             f(e.clone());
         }
-        Ok(())
+        let Some(raw) = &self.raw else {
+            return Ok(n);
+        };
+        let mut page = vec![0u8; PAGE];
+        for (cpu, path) in &raw.files {
+            let mut file = io::BufReader::new(File::open(path)?);
+            loop {
+                match file.read_exact(&mut page) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == ErrorKind::UnexpectedEof => break,
+                    Err(e) => return Err(e),
+                }
+                let mut on_record = |ts: u64, rec: &[u8]| match raw.decoder.decode(rec) {
+                    Ok(tracefs_raw::Event::Marker { text }) if text.starts_with(CLOCK_CHECK) => {}
+                    Ok(event) => {
+                        n.events += 1;
+                        f(traced(*cpu, ts, rec, event));
+                    }
+                    Err(_) => n.undecoded += 1,
+                };
+                if tracefs_raw::parse_page(&page, &raw.layout, &mut on_record).is_err() {
+                    n.undecoded += 1;
+                }
+            }
+        }
+        Ok(n)
     }
 
-    /// Removes the events written during the run (once they were kept elsewhere, or not).
+    /// Removes the pages kept on disk during the run.
     pub fn remove_spill(&self) {
-        if let Some(s) = &self.spilled {
-            let _ = fs::remove_dir_all(&s.dir);
+        if let Some(r) = &self.raw {
+            let _ = fs::remove_dir_all(&r.dir);
         }
     }
 }
 
-/// Where a session puts the events it decodes.
+/// The bytes of a buffer page.
+const PAGE: usize = 4096;
+
+/// The most pages read from one CPU in one drain during the run, so that the main thread goes
+/// back to its other work however fast the kernel writes (16 MiB; what is not read stays in
+/// the kernel's buffer, and what the buffer cannot hold is counted as lost).
+const DRAIN_PAGES: usize = 4096;
+
+/// An event of `cpu` at `ts` from its record `rec`.
+fn traced(cpu: usize, ts: u64, rec: &[u8], event: tracefs_raw::Event) -> Traced {
+    Traced {
+        ts_ns: ts,
+        cpu,
+        // Every record starts with common_type (2 bytes), common_flags, common_preempt_count
+        // (1 byte each) and common_pid (4 bytes).
+        pid: rec
+            .get(4..8)
+            .and_then(|b| b.try_into().ok())
+            .map(i32::from_ne_bytes),
+        event,
+    }
+}
+
+/// Where a session puts the pages it reads.
 enum Keep {
+    /// Decoded at once, in memory.
     Memory(Vec<Traced>),
-    Table {
+    /// Written as they are, one file per CPU.
+    Raw {
         dir: PathBuf,
-        writer: Option<Box<crate::store::table::TableWriter>>,
-        first_ns: Option<u64>,
-        rows: u64,
+        files: Vec<(usize, PathBuf, io::BufWriter<File>)>,
         error: Option<String>,
     },
 }
@@ -247,7 +301,6 @@ enum Keep {
 /// What a session has read so far.
 #[derive(Default)]
 struct Counts {
-    decoded: u64,
     undecoded: u64,
     pages: u64,
     bytes: u64,
@@ -554,38 +607,43 @@ impl Session {
         Some((before, after))
     }
 
-    /// Writes the events from now on to the kernel table in `run_dir/kernel.tmp/` rather than
-    /// keeping them in memory.
-    pub fn keep_in(&mut self, run_dir: &Path) -> Result<(), crate::store::StoreError> {
-        use crate::store::table::{tables, Limits, TableWriter};
+    /// Writes the pages from now on, as they are read, to `run_dir/kernel.tmp/cpuN.raw`
+    /// rather than decoding them into memory: the cheapest way for the main thread, and a
+    /// run's memory does not grow with its length. They are decoded after the run
+    /// ([`KernelTrace::each_event`]).
+    pub fn keep_in(&mut self, run_dir: &Path) -> io::Result<()> {
         let dir = run_dir.join(SPILL_DIR);
-        fs::create_dir_all(&dir).map_err(|source| crate::store::StoreError::Write {
-            path: dir.clone(),
-            source,
-        })?;
-        let writer = TableWriter::create(&dir, &tables::KERNEL, Limits::default())?;
-        let held = match std::mem::replace(&mut self.keep, Keep::Memory(Vec::new())) {
-            Keep::Memory(v) => v,
-            Keep::Table { .. } => Vec::new(),
-        };
-        self.keep = Keep::Table {
+        fs::create_dir_all(&dir)?;
+        let mut files = Vec::with_capacity(self.cpus.len());
+        for &cpu in &self.cpus {
+            let path = dir.join(format!("cpu{cpu}.raw"));
+            let f = File::create(&path)?;
+            files.push((cpu, path, io::BufWriter::with_capacity(64 * PAGE, f)));
+        }
+        if let Keep::Memory(held) = &self.keep {
+            if !held.is_empty() {
+                return Err(io::Error::other(
+                    "events were decoded into memory before the run directory was given",
+                ));
+            }
+        }
+        self.keep = Keep::Raw {
             dir,
-            writer: Some(Box::new(writer)),
-            first_ns: None,
-            rows: 0,
+            files,
             error: None,
         };
-        for e in held {
-            put(&mut self.keep, e);
-        }
         Ok(())
     }
 
-    /// Reads and decodes the pages the kernel has filled so far.
+    /// Reads the pages the kernel has filled so far, at most [`DRAIN_PAGES`] per CPU.
     pub fn drain(&mut self) {
+        self.read(DRAIN_PAGES);
+    }
+
+    fn read(&mut self, max_pages: usize) {
         use sandglass_sys::clock::{now_ns, ClockId};
         let t0 = now_ns(ClockId::Monotonic);
-        let mut page = vec![0u8; 4096];
+        let mut page = vec![0u8; PAGE];
         let Session {
             pipes,
             keep,
@@ -595,13 +653,27 @@ impl Session {
             ..
         } = self;
         for (cpu, f) in pipes.iter_mut() {
-            loop {
+            for _ in 0..max_pages {
                 match f.read(&mut page) {
                     Ok(0) => break,
                     Ok(n) => {
                         // A short read is a partial page: the rest of it is zeros.
                         page[n..].iter_mut().for_each(|b| *b = 0);
-                        take_page(*cpu, &page, layout, decoder, keep, counts);
+                        counts.pages += 1;
+                        counts.bytes += PAGE as u64;
+                        match keep {
+                            Keep::Memory(v) => decode_into(*cpu, &page, layout, decoder, v, counts),
+                            Keep::Raw { files, error, .. } => {
+                                if error.is_some() {
+                                    continue;
+                                }
+                                if let Some((_, path, w)) = files.iter_mut().find(|x| x.0 == *cpu) {
+                                    if let Err(e) = w.write_all(&page) {
+                                        *error = Some(format!("{}: {e}", path.display()));
+                                    }
+                                }
+                            }
+                        }
                     }
                     Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                     Err(_) => break,
@@ -614,7 +686,8 @@ impl Session {
     /// Stops recording, reads the rest, removes the instance.
     pub fn finish(mut self) -> KernelTrace {
         let _ = write_file(&self.dir.join("tracing_on"), "0");
-        self.drain();
+        // Nothing new arrives: whatever the buffer holds is read.
+        self.read(usize::MAX);
         let lost: Vec<(usize, u64)> = self
             .cpus
             .iter()
@@ -624,7 +697,32 @@ impl Session {
                 (c, lost_in_stats(&stats))
             })
             .collect();
-        let counts = std::mem::take(&mut self.counts);
+        let mut counts = std::mem::take(&mut self.counts);
+        let (events, raw, spill_error) =
+            match std::mem::replace(&mut self.keep, Keep::Memory(Vec::new())) {
+                Keep::Memory(v) => (v, None, None),
+                Keep::Raw {
+                    dir,
+                    files,
+                    mut error,
+                } => {
+                    let mut paths = Vec::with_capacity(files.len());
+                    for (cpu, path, mut w) in files {
+                        if let Err(e) = w.flush() {
+                            error.get_or_insert(format!("{}: {e}", path.display()));
+                        }
+                        paths.push((cpu, path));
+                    }
+                    let raw = RawPages {
+                        dir,
+                        files: paths,
+                        layout: self.layout,
+                        decoder: self.decoder.clone(),
+                    };
+                    counts.marker_ts = marker_in(&raw);
+                    (Vec::new(), Some(raw), error)
+                }
+            };
         let (clock_offset_ns, clock_uncertainty_ns) = match (self.marker, counts.marker_ts) {
             (Some((b, a)), Some(ts)) => {
                 let mid = b / 2 + a / 2;
@@ -632,35 +730,10 @@ impl Session {
             }
             _ => (None, None),
         };
-        let (events, spilled, spill_error) =
-            match std::mem::replace(&mut self.keep, Keep::Memory(Vec::new())) {
-                Keep::Memory(v) => (v, None, None),
-                Keep::Table {
-                    dir,
-                    writer,
-                    rows,
-                    error,
-                    ..
-                } => {
-                    let (files, error) = match writer {
-                        Some(w) if error.is_some() => (w.closed().to_vec(), error),
-                        Some(w) => {
-                            let closed = w.closed().to_vec();
-                            match w.finish(0) {
-                                Ok(files) => (files, None),
-                                Err(e) => (closed, Some(e.to_string())),
-                            }
-                        }
-                        None => (Vec::new(), error),
-                    };
-                    (Vec::new(), Some(Spilled { dir, files, rows }), error)
-                }
-            };
         let out = KernelTrace {
             cpus: self.cpus.clone(),
             events,
-            spilled,
-            decoded: counts.decoded,
+            raw,
             spill_error,
             lost,
             undecoded: counts.undecoded,
@@ -715,40 +788,22 @@ impl Drop for Session {
 /// The directory of a run where a session writes its events as it reads them.
 pub const SPILL_DIR: &str = "kernel.tmp";
 
-/// Decodes one page of `cpu`'s buffer into `keep`.
-fn take_page(
+/// Decodes one page of `cpu`'s buffer into `out`.
+fn decode_into(
     cpu: usize,
     page: &[u8],
     layout: &PageLayout,
     decoder: &Decoder,
-    keep: &mut Keep,
+    out: &mut Vec<Traced>,
     counts: &mut Counts,
 ) {
-    counts.pages += 1;
-    counts.bytes += page.len() as u64;
     let mut on_record = |ts: u64, rec: &[u8]| match decoder.decode(rec) {
         Ok(tracefs_raw::Event::Marker { text })
             if counts.marker_ts.is_none() && text.starts_with(CLOCK_CHECK) =>
         {
             counts.marker_ts = Some(ts);
         }
-        Ok(event) => {
-            counts.decoded += 1;
-            put(
-                keep,
-                Traced {
-                    ts_ns: ts,
-                    cpu,
-                    // Every record starts with common_type (2 bytes), common_flags,
-                    // common_preempt_count (1 byte each) and common_pid (4 bytes).
-                    pid: rec
-                        .get(4..8)
-                        .and_then(|b| b.try_into().ok())
-                        .map(i32::from_ne_bytes),
-                    event,
-                },
-            );
-        }
+        Ok(event) => out.push(traced(cpu, ts, rec, event)),
         Err(_) => counts.undecoded += 1,
     };
     if tracefs_raw::parse_page(page, layout, &mut on_record).is_err() {
@@ -756,29 +811,27 @@ fn take_page(
     }
 }
 
-/// Keeps one event: in memory, or as a row of the kernel table (the first error stops the
-/// writing and is kept).
-fn put(keep: &mut Keep, e: Traced) {
-    match keep {
-        Keep::Memory(v) => v.push(e),
-        Keep::Table {
-            writer,
-            first_ns,
-            rows,
-            error,
-            ..
-        } => {
-            let Some(w) = writer.as_mut().filter(|_| error.is_none()) else {
-                return;
-            };
-            let first = *first_ns.get_or_insert(e.ts_ns);
-            super::kernel_store::row_of(w.row(), &e);
-            match w.end_row(e.ts_ns.saturating_sub(first)) {
-                Ok(()) => *rows += 1,
-                Err(err) => *error = Some(err.to_string()),
-            }
+/// The time of the clock-check marker in the first pages of `raw` (the session writes it from
+/// the first traced CPU as recording starts).
+fn marker_in(raw: &RawPages) -> Option<u64> {
+    let (_, path) = raw.files.first()?;
+    let mut file = io::BufReader::new(File::open(path).ok()?);
+    let mut page = vec![0u8; PAGE];
+    let mut found = None;
+    for _ in 0..64 {
+        if found.is_some() || file.read_exact(&mut page).is_err() {
+            break;
         }
+        let mut on_record = |ts: u64, rec: &[u8]| {
+            if let Ok(tracefs_raw::Event::Marker { text }) = raw.decoder.decode(rec) {
+                if found.is_none() && text.starts_with(CLOCK_CHECK) {
+                    found = Some(ts);
+                }
+            }
+        };
+        let _ = tracefs_raw::parse_page(&page, &raw.layout, &mut on_record);
     }
+    found
 }
 
 /// Events lost on a CPU, from its `per_cpu/cpuN/stats` text: overwritten (`overrun`) and

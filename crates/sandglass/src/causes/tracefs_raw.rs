@@ -2234,4 +2234,48 @@ mod tests {
             let _ = parse_header_page(&text);
         }
     }
+
+    /// Pages kept on disk as a run reads them decode, after the run, to the events of the same
+    /// pages decoded at once, the clock-check marker left out.
+    #[test]
+    fn pages_kept_on_disk_decode_to_the_same_events() {
+        use crate::causes::attribute::Traced;
+        use crate::causes::tracefs::{KernelTrace, RawPages};
+        let decoder = Decoder::new(&all_formats());
+        let mut direct: Vec<Traced> = Vec::new();
+        for page in BUSY_RAW.chunks(4096) {
+            parse_page(page, &layout(), &mut |ts, rec| {
+                let event = decoder.decode(rec).expect("decoded");
+                direct.push(Traced {
+                    ts_ns: ts,
+                    cpu: 1,
+                    pid: rec
+                        .get(4..8)
+                        .map(|b| i32::from_ne_bytes(b.try_into().unwrap())),
+                    event,
+                });
+            })
+            .expect("a page");
+        }
+        assert!(direct.len() > 100);
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("cpu1.raw");
+        std::fs::write(&path, BUSY_RAW).unwrap();
+        let k = KernelTrace {
+            cpus: vec![1],
+            raw: Some(RawPages {
+                dir: tmp.path().to_path_buf(),
+                files: vec![(1, path)],
+                layout: layout(),
+                decoder,
+            }),
+            ..KernelTrace::default()
+        };
+        let mut back = Vec::new();
+        let n = k.each_event(|e| back.push(e)).unwrap();
+        assert_eq!(back, direct);
+        assert_eq!((n.events, n.undecoded), (direct.len() as u64, 0));
+        k.remove_spill();
+        assert!(!tmp.path().exists());
+    }
 }
