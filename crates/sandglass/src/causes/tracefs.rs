@@ -271,6 +271,12 @@ const PAGE: usize = 4096;
 /// the kernel's buffer, and what the buffer cannot hold is counted as lost).
 const DRAIN_PAGES: usize = 4096;
 
+/// The most pages held in memory before they are written to `kernel.tmp/` in one go (8 MiB:
+/// about 18 s of a busy CPU). Every write the run makes can interrupt a measured CPU (the
+/// disk's completion interrupt goes where the kernel routes it: CPU 1 on this project's virtual
+/// machine), so a run writes seldom, and a short run not at all while it measures.
+const HOLD_BYTES: usize = 8 << 20;
+
 /// An event of `cpu` at `ts` from its record `rec`.
 fn traced(cpu: usize, ts: u64, rec: &[u8], event: tracefs_raw::Event) -> Traced {
     Traced {
@@ -290,10 +296,11 @@ fn traced(cpu: usize, ts: u64, rec: &[u8], event: tracefs_raw::Event) -> Traced 
 enum Keep {
     /// Decoded at once, in memory.
     Memory(Vec<Traced>),
-    /// Written as they are, one file per CPU.
+    /// Held as they are, up to [`HOLD_BYTES`], then written, one file per CPU.
     Raw {
         dir: PathBuf,
-        files: Vec<(usize, PathBuf, io::BufWriter<File>)>,
+        files: Vec<(usize, PathBuf, File, Vec<u8>)>,
+        held: usize,
         error: Option<String>,
     },
 }
@@ -618,7 +625,7 @@ impl Session {
         for &cpu in &self.cpus {
             let path = dir.join(format!("cpu{cpu}.raw"));
             let f = File::create(&path)?;
-            files.push((cpu, path, io::BufWriter::with_capacity(64 * PAGE, f)));
+            files.push((cpu, path, f, Vec::new()));
         }
         if let Keep::Memory(held) = &self.keep {
             if !held.is_empty() {
@@ -630,6 +637,7 @@ impl Session {
         self.keep = Keep::Raw {
             dir,
             files,
+            held: 0,
             error: None,
         };
         Ok(())
@@ -663,14 +671,18 @@ impl Session {
                         counts.bytes += PAGE as u64;
                         match keep {
                             Keep::Memory(v) => decode_into(*cpu, &page, layout, decoder, v, counts),
-                            Keep::Raw { files, error, .. } => {
+                            Keep::Raw {
+                                files, held, error, ..
+                            } => {
                                 if error.is_some() {
                                     continue;
                                 }
-                                if let Some((_, path, w)) = files.iter_mut().find(|x| x.0 == *cpu) {
-                                    if let Err(e) = w.write_all(&page) {
-                                        *error = Some(format!("{}: {e}", path.display()));
-                                    }
+                                if let Some(x) = files.iter_mut().find(|x| x.0 == *cpu) {
+                                    x.3.extend_from_slice(&page);
+                                    *held += PAGE;
+                                }
+                                if *held >= HOLD_BYTES {
+                                    write_held(files, held, error);
                                 }
                             }
                         }
@@ -703,16 +715,15 @@ impl Session {
                 Keep::Memory(v) => (v, None, None),
                 Keep::Raw {
                     dir,
-                    files,
+                    mut files,
+                    mut held,
                     mut error,
                 } => {
-                    let mut paths = Vec::with_capacity(files.len());
-                    for (cpu, path, mut w) in files {
-                        if let Err(e) = w.flush() {
-                            error.get_or_insert(format!("{}: {e}", path.display()));
-                        }
-                        paths.push((cpu, path));
-                    }
+                    write_held(&mut files, &mut held, &mut error);
+                    let paths = files
+                        .into_iter()
+                        .map(|(cpu, path, ..)| (cpu, path))
+                        .collect();
                     let raw = RawPages {
                         dir,
                         files: paths,
@@ -787,6 +798,24 @@ impl Drop for Session {
 
 /// The directory of a run where a session writes its events as it reads them.
 pub const SPILL_DIR: &str = "kernel.tmp";
+
+/// Writes the pages held to their CPU's file (the first error stops the writing and is kept).
+fn write_held(
+    files: &mut [(usize, PathBuf, File, Vec<u8>)],
+    held: &mut usize,
+    error: &mut Option<String>,
+) {
+    for (_, path, f, buf) in files.iter_mut() {
+        if error.is_none() {
+            if let Err(e) = f.write_all(buf) {
+                *error = Some(format!("{}: {e}", path.display()));
+            }
+        }
+        buf.clear();
+        buf.shrink_to(0);
+    }
+    *held = 0;
+}
 
 /// Decodes one page of `cpu`'s buffer into `out`.
 fn decode_into(
