@@ -7,9 +7,12 @@
 //! [`PAIR_REFRESH_NS`] past it, so the conversion error is the rate's uncertainty times at most
 //! that span plus the time left (nanoseconds), never times the age of the run, while a thread
 //! waking every millisecond reads the clock pair only once in ten wakeups: per wakeup the
-//! thread reads only the counter before it sleeps. A new pair that lands away from where the
-//! previous one predicts means CLOCK_MONOTONIC is being slewed, and the next span converts at
-//! the rate measured between the two ([`rate_after`]). NATIVE sleeps for the time left, which is
+//! thread reads only the counter before it sleeps. A pair is taken only from a bracket no wider
+//! than [`PAIR_WIDTH_NS`] (an interrupt or a stop of the virtual CPU between the two counter
+//! reads would otherwise move every expiry of the next span by up to half the stall:
+//! [`narrowest_pair`]). A new pair that lands away from where the previous one predicts, by more
+//! than the two brackets allow, means CLOCK_MONOTONIC is being slewed, and the next span
+//! converts at the rate measured between the two ([`rate_after`]). NATIVE sleeps for the time left, which is
 //! what a relative timer means. A sleep interrupted by a signal re-checks the stop flag and
 //! sleeps again if no stop was requested.
 
@@ -41,6 +44,15 @@ pub const PAIR_REFRESH_NS: u64 = 10_000_000;
 /// converts with the rate of the last span instead. 100 ns over 10 ms is 10 ppm, well above the
 /// pairs' own jitter (tens of ns).
 pub const SLEW_NS: u64 = 100;
+
+/// The widest bracket (two counter reads around one CLOCK_MONOTONIC read) a pair is taken
+/// from without trying again: the pair's error is at most half of it. A read undisturbed takes
+/// 30 to 60 ns on a virtual machine; an interrupt or a host stop in between takes microseconds
+/// to milliseconds.
+pub const PAIR_WIDTH_NS: u64 = 100;
+
+/// How many brackets are tried for one pair before the narrowest is taken whatever its width.
+pub const PAIR_TRIES: usize = 8;
 
 /// The paths tried for the RTC device.
 pub const RTC_PATHS: [&str; 2] = ["/dev/rtc", "/dev/rtc0"];
@@ -164,6 +176,9 @@ pub fn expiry(pair: MonoPair, target: u64, mono_hz: f64) -> u64 {
 /// The rate to convert with after reading pair `new`: the calibrated `cal_hz` while `new` lands
 /// within [`SLEW_NS`] of where `prev` and `cal_hz` put it, otherwise the rate of the span
 /// between the two pairs, so that a CLOCK_MONOTONIC being slewed is followed within one span.
+///
+/// A pair is uncertain by half its bracket, so the prediction may miss by half of each
+/// bracket (in ns at `cal_hz`) on top of [`SLEW_NS`] before the clock counts as slewed.
 pub fn rate_after(prev: Option<MonoPair>, new: MonoPair, cal_hz: f64, refresh_ticks: u64) -> f64 {
     let Some(p) = prev else { return cal_hz };
     let span = new.counter.wrapping_sub(p.counter);
@@ -176,18 +191,48 @@ pub fn rate_after(prev: Option<MonoPair>, new: MonoPair, cal_hz: f64, refresh_ti
         return cal_hz;
     }
     let predicted = expiry(p, new.counter, cal_hz);
-    if predicted.abs_diff(new.mono_ns) <= SLEW_NS {
+    let brackets = (p.width_ticks + new.width_ticks) as f64 / 2.0 * 1e9 / cal_hz;
+    if predicted.abs_diff(new.mono_ns) as f64 <= SLEW_NS as f64 + brackets {
         cal_hz
     } else {
         span as f64 * 1e9 / mono_span as f64
     }
 }
 
-/// A counter value and the CLOCK_MONOTONIC time read with it.
+/// A counter value and the CLOCK_MONOTONIC time read with it: the midpoint of two counter
+/// reads `width_ticks` apart, between which the clock was read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MonoPair {
     pub counter: u64,
     pub mono_ns: u64,
+    pub width_ticks: u64,
+}
+
+/// A pair from the first of up to [`PAIR_TRIES`] brackets that `read` returns (counter before,
+/// CLOCK_MONOTONIC, counter after) no wider than `max_width_ticks`, or the narrowest of them.
+#[inline]
+pub fn narrowest_pair(mut read: impl FnMut() -> (u64, u64, u64), max_width_ticks: u64) -> MonoPair {
+    let mut best: Option<MonoPair> = None;
+    for _ in 0..PAIR_TRIES {
+        let (a, mono_ns, b) = read();
+        let width_ticks = b.wrapping_sub(a);
+        if best.is_none_or(|p| width_ticks < p.width_ticks) {
+            best = Some(MonoPair {
+                counter: a.wrapping_add(width_ticks / 2),
+                mono_ns,
+                width_ticks,
+            });
+        }
+        if width_ticks <= max_width_ticks {
+            break;
+        }
+    }
+    // PAIR_TRIES > 0: the loop ran.
+    best.unwrap_or(MonoPair {
+        counter: 0,
+        mono_ns: 0,
+        width_ticks: u64::MAX,
+    })
 }
 
 /// Whether a target can be converted from `pair`: it lies at or after the pair's counter and
@@ -211,6 +256,8 @@ pub struct OsOps<C: Clock> {
     /// (counter ticks per second of CLOCK_MONOTONIC) they convert with.
     pair: Option<MonoPair>,
     refresh_ticks: u64,
+    /// The widest bracket a pair is taken from at once ([`PAIR_WIDTH_NS`]).
+    pair_width_ticks: u64,
     mono_hz: f64,
 }
 
@@ -224,6 +271,7 @@ impl<C: Clock> OsOps<C> {
             error: None,
             pair: None,
             refresh_ticks: calibration.ticks_for_ns(PAIR_REFRESH_NS),
+            pair_width_ticks: calibration.ticks_for_ns(PAIR_WIDTH_NS),
             mono_hz: calibration.monotonic_frequency_hz,
         }
     }
@@ -236,7 +284,8 @@ impl<C: Clock> OsOps<C> {
     }
 
     /// The pair to convert `target` from: the last one while it serves, otherwise a new one,
-    /// CLOCK_MONOTONIC read between two counter reads and paired with their midpoint.
+    /// CLOCK_MONOTONIC read between two counter reads and paired with their midpoint, from a
+    /// bracket no wider than [`PAIR_WIDTH_NS`] where one of [`PAIR_TRIES`] is.
     #[inline]
     fn pair_for(&mut self, target: u64) -> MonoPair {
         match self.pair {
@@ -247,13 +296,15 @@ impl<C: Clock> OsOps<C> {
 
     #[cold]
     fn new_pair(&mut self) -> MonoPair {
-        let a = self.clock.now();
-        let mono_ns = sandglass_sys::clock::now_ns(ClockId::Monotonic);
-        let b = self.clock.now();
-        let p = MonoPair {
-            counter: a + b.wrapping_sub(a) / 2,
-            mono_ns,
-        };
+        let clock = &self.clock;
+        let p = narrowest_pair(
+            || {
+                let a = clock.now();
+                let mono_ns = sandglass_sys::clock::now_ns(ClockId::Monotonic);
+                (a, mono_ns, clock.now())
+            },
+            self.pair_width_ticks,
+        );
         self.mono_hz = rate_after(
             self.pair,
             p,
@@ -560,6 +611,7 @@ mod tests {
                     MonoPair {
                         counter: now,
                         mono_ns: mono_now,
+                        width_ticks: 0,
                     },
                     cal.monotonic_frequency_hz,
                 )
@@ -586,6 +638,7 @@ mod tests {
         let p = Some(MonoPair {
             counter: 1_000,
             mono_ns: 5,
+            width_ticks: 0,
         });
         assert!(!pair_serves(None, 1_000, 100));
         assert!(pair_serves(p, 1_000, 100));
@@ -604,10 +657,12 @@ mod tests {
         let p0 = MonoPair {
             counter: 1_000_000_000,
             mono_ns: 7_000_000_000,
+            width_ticks: 0,
         };
         let on_time = MonoPair {
             counter: p0.counter + 30_000_000,
             mono_ns: p0.mono_ns + 10_000_040,
+            width_ticks: 0,
         };
         assert_eq!(rate_after(None, on_time, cal_hz, refresh), cal_hz);
         assert_eq!(
@@ -618,6 +673,7 @@ mod tests {
         let slewed = MonoPair {
             counter: p0.counter + 30_000_000,
             mono_ns: p0.mono_ns + 10_005_000,
+            width_ticks: 0,
         };
         let r = rate_after(Some(p0), slewed, cal_hz, refresh);
         assert!((r - 30_000_000.0 * 1e9 / 10_005_000.0).abs() < 1e-3, "{r}");
@@ -631,8 +687,69 @@ mod tests {
         let late = MonoPair {
             counter: p0.counter + 5 * refresh,
             mono_ns: p0.mono_ns + 60_000_000,
+            width_ticks: 0,
         };
         assert_eq!(rate_after(Some(p0), late, cal_hz, refresh), cal_hz);
+    }
+
+    /// Regression: a pair was taken from a single bracket, so an interrupt or a stop of the
+    /// virtual CPU between its two counter reads moved every expiry of the next 10 ms by up to
+    /// half the stall (55 µs seen), and the wrong pair then looked like a slewed clock. A wide
+    /// bracket is read again; the narrowest of all is taken when none is narrow.
+    #[test]
+    fn a_stall_inside_a_pair_is_read_again() {
+        // (counter before, CLOCK_MONOTONIC, counter after): a 110 µs stall, then a clean read.
+        let script = [(1_000, 50, 111_000), (120_000, 9_000, 120_090), (0, 0, 1)];
+        let mut i = 0;
+        let p = narrowest_pair(
+            || {
+                i += 1;
+                script[i - 1]
+            },
+            100,
+        );
+        assert_eq!(i, 2, "stops at the first narrow bracket");
+        assert_eq!(
+            p,
+            MonoPair {
+                counter: 120_045,
+                mono_ns: 9_000,
+                width_ticks: 90
+            }
+        );
+        // Every bracket wide: the narrowest.
+        let mut n = 0u64;
+        let p = narrowest_pair(
+            || {
+                n += 1;
+                (n * 10_000, n, n * 10_000 + 1_000 + (n % 3) * 500)
+            },
+            100,
+        );
+        assert_eq!(n, PAIR_TRIES as u64);
+        assert_eq!(p.width_ticks, 1_000);
+    }
+
+    /// Two pairs whose brackets were wide may miss each other's prediction by half of each
+    /// bracket without counting as a slewed clock.
+    #[test]
+    fn bracket_widths_are_not_taken_for_slewing() {
+        let cal_hz = 1e9; // 1 tick per ns
+        let refresh = 10_000_000;
+        let p0 = MonoPair {
+            counter: 1_000_000,
+            mono_ns: 5_000_000,
+            width_ticks: 200,
+        };
+        let off = |by: u64, width_ticks: u64| MonoPair {
+            counter: p0.counter + 10_000_000,
+            mono_ns: p0.mono_ns + 10_000_000 + by,
+            width_ticks,
+        };
+        // 100 ns of slack and half of 200 + 200 ticks.
+        assert_eq!(rate_after(Some(p0), off(300, 200), cal_hz, refresh), cal_hz);
+        assert_ne!(rate_after(Some(p0), off(301, 200), cal_hz, refresh), cal_hz);
+        assert_ne!(rate_after(Some(p0), off(300, 0), cal_hz, refresh), cal_hz);
     }
 
     /// Absolute timers read CLOCK_MONOTONIC again only when a target lies past the pair's span:

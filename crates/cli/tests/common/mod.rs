@@ -134,3 +134,28 @@ pub fn start_run(
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// A temporary directory that is kept, and its path printed, when the test panics while it
+/// is alive: a failed check against the real kernel leaves its run behind for inspection.
+pub struct KeptOnFailure(Option<tempfile::TempDir>);
+
+impl KeptOnFailure {
+    pub fn new() -> KeptOnFailure {
+        KeptOnFailure(Some(tempfile::tempdir().unwrap()))
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        self.0.as_ref().unwrap().path()
+    }
+}
+
+impl Drop for KeptOnFailure {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            if let Some(dir) = self.0.take() {
+                let kept = dir.keep();
+                eprintln!("kept the failed attempt's files in {}", kept.display());
+            }
+        }
+    }
+}

@@ -29,67 +29,40 @@ pub const RUN_PID: u32 = 1;
 /// The process whose threads are the CPUs.
 pub const CPU_PID: u32 = 2;
 
-/// The run's clock: counter values and run times to CLOCK_MONOTONIC.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct ClockMap {
-    /// Counter ticks per second of CLOCK_MONOTONIC_RAW (the rate of the run's `*_ns` times).
-    pub frequency_hz: f64,
-    /// Counter ticks per second of CLOCK_MONOTONIC.
-    pub monotonic_frequency_hz: f64,
-    /// A counter value and the CLOCK_MONOTONIC time read with it.
-    pub anchor_counter: u64,
-    pub anchor_monotonic_ns: u64,
-    /// The counter at the run's time zero.
-    pub run_start_counter: u64,
-}
+pub use sandglass::clock::ClockMap;
 
-impl ClockMap {
-    /// The clock of `run`, from its manifest's `clock` section.
-    pub fn of(run: &RunReader) -> Result<ClockMap, ExportError> {
-        let c = &run.manifest.clock;
-        let f = |path: &[&str]| {
-            let mut v = c;
-            for p in path {
-                v = v.get(*p)?;
-            }
-            v.as_f64()
-        };
-        let u = |path: &[&str]| {
-            let mut v = c;
-            for p in path {
-                v = v.get(*p)?;
-            }
-            v.as_u64()
-        };
-        let map = (|| {
-            Some(ClockMap {
-                frequency_hz: f(&["calibration", "frequency_hz"])?,
-                monotonic_frequency_hz: f(&["calibration", "monotonic_frequency_hz"])?,
-                anchor_counter: u(&["calibration", "start", "monotonic", "counter"])?,
-                anchor_monotonic_ns: u(&["calibration", "start", "monotonic", "clock_ns"])?,
-                run_start_counter: u(&["run_start_counter"])?,
-            })
-        })()
-        .filter(|m| m.frequency_hz > 0.0 && m.monotonic_frequency_hz > 0.0);
-        map.ok_or_else(|| ExportError::Format {
-            path: run.path().join("manifest.json"),
-            line: 1,
-            message: "the manifest's clock section lacks the calibration (frequency_hz, monotonic_frequency_hz, start.monotonic, run_start_counter) that places the run on CLOCK_MONOTONIC".into(),
+/// The clock of `run`, from its manifest's `clock` section.
+pub fn clock_map(run: &RunReader) -> Result<ClockMap, ExportError> {
+    let c = &run.manifest.clock;
+    let f = |path: &[&str]| {
+        let mut v = c;
+        for p in path {
+            v = v.get(*p)?;
+        }
+        v.as_f64()
+    };
+    let u = |path: &[&str]| {
+        let mut v = c;
+        for p in path {
+            v = v.get(*p)?;
+        }
+        v.as_u64()
+    };
+    let map = (|| {
+        Some(ClockMap {
+            frequency_hz: f(&["calibration", "frequency_hz"])?,
+            monotonic_frequency_hz: f(&["calibration", "monotonic_frequency_hz"])?,
+            anchor_counter: u(&["calibration", "start", "monotonic", "counter"])?,
+            anchor_monotonic_ns: u(&["calibration", "start", "monotonic", "clock_ns"])?,
+            run_start_counter: u(&["run_start_counter"])?,
         })
-    }
-
-    /// CLOCK_MONOTONIC in ns at counter value `c`.
-    pub fn counter_to_monotonic_ns(&self, c: u64) -> i64 {
-        let d = c.wrapping_sub(self.anchor_counter) as i64 as f64;
-        (self.anchor_monotonic_ns as f64 + d * 1e9 / self.monotonic_frequency_hz).round() as i64
-    }
-
-    /// CLOCK_MONOTONIC in ns at `t_ns` from the run's time zero.
-    pub fn run_to_monotonic_ns(&self, t_ns: i64) -> i64 {
-        let ticks = (self.run_start_counter.wrapping_sub(self.anchor_counter) as i64) as f64
-            + t_ns as f64 * self.frequency_hz / 1e9;
-        (self.anchor_monotonic_ns as f64 + ticks * 1e9 / self.monotonic_frequency_hz).round() as i64
-    }
+    })()
+    .filter(|m| m.frequency_hz > 0.0 && m.monotonic_frequency_hz > 0.0);
+    map.ok_or_else(|| ExportError::Format {
+        path: run.path().join("manifest.json"),
+        line: 1,
+        message: "the manifest's clock section lacks the calibration (frequency_hz, monotonic_frequency_hz, start.monotonic, run_start_counter) that places the run on CLOCK_MONOTONIC".into(),
+    })
 }
 
 /// Nanoseconds as the format's microseconds, exactly: `1234567` → `1234.567`.
@@ -386,7 +359,7 @@ pub fn write_to(run: &RunReader, out: &mut dyn Write) -> Result<(), ExportError>
 /// Writes the part `opts` of `run` as trace-event JSON to `out`.
 pub fn write_part(run: &RunReader, opts: &Options, out: &mut dyn Write) -> Result<(), ExportError> {
     needs_end(run)?;
-    let clock = ClockMap::of(run)?;
+    let clock = clock_map(run)?;
     let head = head(run)?;
     let kernel = kernel_events(run)?;
     let spans = spans(run, &clock, opts)?;
@@ -396,7 +369,7 @@ pub fn write_part(run: &RunReader, opts: &Options, out: &mut dyn Write) -> Resul
 /// Writes `run` as trace-event JSON to `path` atomically (an existing file is refused).
 pub fn write(run: &RunReader, path: &Path, opts: &Options) -> Result<(), ExportError> {
     needs_end(run)?;
-    let clock = ClockMap::of(run)?;
+    let clock = clock_map(run)?;
     let head = head(run)?;
     let kernel = kernel_events(run)?;
     let spans = spans(run, &clock, opts)?;
@@ -962,7 +935,7 @@ mod tests {
         let run = fixture::timer_run(&tmp.path().join("run"), &fixture::timer_samples())
             .expect("fixture");
         let r = RunReader::open(&run).expect("open");
-        let c = ClockMap::of(&r).expect("clock");
+        let c = clock_map(&r).expect("clock");
         assert_eq!(
             c.counter_to_monotonic_ns(RUN_START_COUNTER),
             RUN_START_MONOTONIC_NS as i64

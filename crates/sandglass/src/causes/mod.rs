@@ -170,14 +170,18 @@ pub struct CpuSpikes<'a> {
 /// kernel trace, when it has one.
 pub fn attribute_run(m: &crate::runner::Measured, spikes: &[CpuSpikes]) -> Option<KernelCauses> {
     let k = m.kernel.as_ref()?;
-    let zero = m.calibration.to_monotonic(m.start_tick);
+    // The trace's times are CLOCK_MONOTONIC, the run's count CLOCK_MONOTONIC_RAW from its
+    // start: each is turned into the other by the run's whole calibration.
+    let map = m.calibration.clock_map(m.start_tick);
+    let mono = |t_ns: u64| map.run_to_monotonic_ns(t_ns as i64).max(0) as u64;
+    let zero = mono(0);
     let windows: Vec<attribute::Window> = spikes
         .iter()
         .flat_map(|c| {
             c.spikes.iter().map(move |s| attribute::Window {
                 cpu: c.cpu,
-                start_ns: zero + s.at_ns,
-                end_ns: zero + s.at_ns + s.size_ns,
+                start_ns: mono(s.at_ns),
+                end_ns: mono(s.at_ns + s.size_ns),
                 tid: c.tid,
             })
         })
@@ -187,10 +191,11 @@ pub fn attribute_run(m: &crate::runner::Measured, spikes: &[CpuSpikes]) -> Optio
     let read = k.each_event(|e| pieces.push(e));
     let a = pieces.finish();
     let policies = policies(&a.causes);
+    let run_ns = |t: u64| map.monotonic_to_run_ns(t as i64).max(0) as u64;
     let relative = |mut e: attribute::Explained| {
-        e.start_ns = e.start_ns.saturating_sub(zero);
-        e.end_ns = e.end_ns.saturating_sub(zero);
-        e.from_ns = e.from_ns.saturating_sub(zero);
+        e.start_ns = run_ns(e.start_ns);
+        e.end_ns = run_ns(e.end_ns);
+        e.from_ns = run_ns(e.from_ns);
         if let Some(p) = e.path.as_mut() {
             for t in [
                 &mut p.expiry_ns,
@@ -199,7 +204,7 @@ pub fn attribute_run(m: &crate::runner::Measured, spikes: &[CpuSpikes]) -> Optio
                 &mut p.wakeup_ns,
                 &mut p.switch_ns,
             ] {
-                *t = t.map(|t| t.saturating_sub(zero));
+                *t = t.map(run_ns);
             }
         }
         for sh in &mut e.shares {

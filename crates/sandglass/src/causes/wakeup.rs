@@ -7,8 +7,11 @@
 //! timerlat arms its own timer in the kernel; sandglass reads the timer the measuring thread
 //! armed itself, from four events on the thread's CPU:
 //!
-//! 1. `timer:hrtimer_start`, recorded while the thread is current: the timer it arms for its
-//!    next release (`softexpires`, CLOCK_MONOTONIC; `hrtimer` identifies the timer);
+//! 1. `timer:hrtimer_start`, recorded while the thread is current and outside any interrupt,
+//!    softirq or timer callback: the timer it arms for its next release (`softexpires`,
+//!    CLOCK_MONOTONIC; `hrtimer` identifies the timer). An interrupt that comes while the
+//!    thread runs arms timers of its own (the tick re-arms itself from the timer interrupt)
+//!    with the thread as the current task: those are not the thread's;
 //! 2. `timer:hrtimer_expire_entry` for that timer: its callback starts, inside the timer
 //!    interrupt, whose entry (`irq_vectors:local_timer_entry` on x86, an interrupt named
 //!    `*timer*` elsewhere) is the moment the interrupt reached the CPU;
@@ -83,14 +86,33 @@ pub fn activations<'a>(
     let mut pending: Vec<(i32, Option<Pending>)> = tids.iter().map(|&t| (t, None)).collect();
     let mut timer_irq: Option<u64> = None;
     let mut callback: Option<(u64, u64)> = None;
+    // How deep in interrupts, softirqs and timer callbacks the CPU is: a timer armed there is
+    // not the current thread's. A context switch happens outside them all, which puts the
+    // count right again after a lost event.
+    let mut nested: u32 = 0;
     for e in events {
         let ts = e.ts_ns;
+        match &e.event {
+            Event::IrqEntry { .. }
+            | Event::VectorEntry { .. }
+            | Event::SoftirqEntry { .. }
+            | Event::HrtimerEntry { .. } => nested += 1,
+            Event::IrqExit { .. }
+            | Event::VectorExit { .. }
+            | Event::SoftirqExit { .. }
+            | Event::HrtimerExit => nested = nested.saturating_sub(1),
+            Event::Switch { .. } => nested = 0,
+            _ => {}
+        }
         match &e.event {
             Event::HrtimerStart {
                 hrtimer,
                 softexpires_ns,
                 ..
             } => {
+                if nested > 0 {
+                    continue;
+                }
                 let Some(slot) = e
                     .pid
                     .and_then(|pid| pending.iter_mut().find(|(t, _)| *t == pid))
@@ -481,6 +503,58 @@ mod tests {
         // The release matches its expiry; a release with no activation matches nothing.
         assert_eq!(find(&acts, 2_000_000, 2_311_000), Some(&acts[1]));
         assert_eq!(find(&acts, 5_000_000, 5_100_000), None);
+    }
+
+    /// Regression: the tick re-arms itself from the timer interrupt while the measuring thread
+    /// is current (its `hrtimer_start` names the thread as the task), and was taken for the
+    /// thread's own timer: the thread's next wakeup then had no path at all. A timer armed in
+    /// an interrupt, softirq or callback is not the thread's.
+    #[test]
+    fn a_timer_armed_inside_an_interrupt_is_not_the_threads() {
+        const TICK: u64 = 0xffff_8880_0000_2000;
+        let events = vec![
+            start(0, 1_000_000),
+            // The tick fires while the thread still runs, and re-arms itself.
+            vector(45_000, true),
+            callback(45_800, TICK),
+            ev(49_000, ME, Event::HrtimerExit),
+            ev(
+                49_500,
+                ME,
+                Event::HrtimerStart {
+                    hrtimer: TICK,
+                    function: 2,
+                    expires_ns: 4_000_000,
+                    softexpires_ns: 4_000_000,
+                },
+            ),
+            vector(75_000, false),
+            // A softirq on the way out of another interrupt arms a timer too.
+            ev(80_000, ME, Event::SoftirqEntry { vec: 1 }),
+            ev(
+                80_500,
+                ME,
+                Event::HrtimerStart {
+                    hrtimer: 0xbeef,
+                    function: 3,
+                    expires_ns: 9_000_000,
+                    softexpires_ns: 9_000_000,
+                },
+            ),
+            ev(81_000, ME, Event::SoftirqExit { vec: 1 }),
+            vector(1_009_000, true),
+            callback(1_009_700, TIMER),
+            wake(1_011_800, false),
+            ev(1_012_300, 0, Event::HrtimerExit),
+            vector(1_018_700, false),
+            switch_in(1_020_600, 200),
+        ];
+        let acts = activations(events.iter(), 1, &[ME]);
+        assert_eq!(acts.len(), 1, "{acts:?}");
+        assert_eq!(acts[0].expiry_ns, Some(1_000_000));
+        assert_eq!(acts[0].callback_ns, Some(1_009_700));
+        assert_eq!(acts[0].switch_ns, Some(1_020_600));
+        assert_eq!(find(&acts, 1_000_000, 1_024_000), Some(&acts[0]));
     }
 
     /// A softirq's latency runs from its first raise to its entry.

@@ -3,7 +3,7 @@
 //!
 //! A measuring thread pushes each sample (a release, an execution interval, a LAT wakeup, a
 //! job) into its own ring: a few relaxed stores and one release store of the head index, no
-//! allocation, no lock, no system call. The main thread drains every ring about twenty times
+//! allocation, no lock, no system call. The main thread drains every ring about ten times
 //! a second on its own CPU and streams what it took to the run's store, so memory does not grow
 //! with the length of the run. A push into a full ring (the main thread fell seconds behind)
 //! is refused and counted by the producer: the sample stays in the thread's histograms but not

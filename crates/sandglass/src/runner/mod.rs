@@ -14,7 +14,7 @@
 //! 5. [`extras::Extras::start`]: start the loads (they settle before the measurement) and kernel
 //!    tracing; dropping them stops both.
 //! 6. [`supervise::supervise`]: open the gate with a common start time; the main thread sleeps
-//!    on its own CPU, waking twenty times a second to take signals, watch the clock and the
+//!    on its own CPU, waking ten times a second to take signals, watch the clock and the
 //!    thresholds, drain the threads' rings into the probe's [`Sink`] (which streams them to the
 //!    run's store), sample `/proc` and report progress. A signal sets the stop flag and
 //!    interrupts sleeping threads; past the end plus a grace period the watchdog does the same,
