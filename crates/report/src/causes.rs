@@ -65,33 +65,6 @@ pub fn train(t: &sandglass::causes::trains::Train) -> String {
     )
 }
 
-/// One unusual count, for people: a run-queue wait as a time, anything else as a count.
-pub fn abnormal(a: &sandglass::causes::explain::Abnormal) -> String {
-    if a.kind == "steal" {
-        format!(
-            "{} {} ticks (usually {})",
-            a.name,
-            count(a.count),
-            count(a.median)
-        )
-    } else if a.kind == "wait_ns" {
-        format!(
-            "{} {} (usually {})",
-            a.name,
-            Nanos(a.count),
-            Nanos(a.median)
-        )
-    } else {
-        format!(
-            "{} {} {} (usually {})",
-            a.kind,
-            a.name,
-            count(a.count),
-            count(a.median)
-        )
-    }
-}
-
 /// Writes the section; nothing when there were no spikes and no sampler.
 pub fn write(w: &mut dyn Write, c: &Causes) -> io::Result<()> {
     let sampled = if c.sample_hz > 0 {
@@ -107,18 +80,13 @@ pub fn write(w: &mut dyn Write, c: &Causes) -> io::Result<()> {
     )?;
     if let Some(e) = &c.explanation {
         for s in e.spikes.iter().take(SHOWN) {
-            let unusual = if s.abnormal.is_empty() {
-                "nothing unusual in the sampled counters".to_string()
-            } else {
-                let parts: Vec<String> = s.abnormal.iter().map(abnormal).collect();
-                format!("unusual then: {}", parts.join("; "))
-            };
             writeln!(
                 w,
-                "  CPU {} at {}: {}; {unusual}",
+                "  CPU {} at {}: {}; {}",
                 s.cpu,
                 seconds(s.at_ns),
-                Nanos(s.size_ns)
+                Nanos(s.size_ns),
+                s.text()
             )?;
         }
         if e.spikes.len() > SHOWN {

@@ -21,18 +21,13 @@ fn causes(w: &mut dyn Write, c: Option<&sandglass::causes::Causes>) -> io::Resul
             )?;
         }
         for s in e.spikes.iter().take(5) {
-            let what: Vec<String> = s.abnormal.iter().map(crate::causes::abnormal).collect();
             writeln!(
                 w,
                 "- CPU {} at {:.3} s, {}: {}",
                 s.cpu,
                 s.at_ns as f64 / 1e9,
                 time(s.size_ns),
-                if what.is_empty() {
-                    "nothing unusual in the sampled counters".to_string()
-                } else {
-                    what.join("; ")
-                }
+                s.text()
             )?;
         }
     }

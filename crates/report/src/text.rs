@@ -15,15 +15,7 @@ pub fn signed(ns: i64) -> String {
 
 /// A count with thousands separators: `1,234,567`.
 pub fn count(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::with_capacity(s.len() + s.len() / 3);
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
+    sandglass::units::group_digits(n)
 }
 
 /// A share as a percentage with one decimal: `98.7%`.

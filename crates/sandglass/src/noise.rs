@@ -573,6 +573,7 @@ pub fn build(
         SPIKE_NS,
         spikes,
         &thread_of,
+        crate::causes::explain::Waits::Polls,
     );
     if m.kernel.is_some() {
         // With the kernel's events, every interruption is explained, not only the spikes.

@@ -730,6 +730,7 @@ pub fn build(
         threshold,
         spikes,
         &thread_of,
+        crate::causes::explain::Waits::Sleeps,
     );
     if m.kernel.is_some() {
         let all: Vec<(usize, Vec<crate::causes::trains::Spike>)> = spikes

@@ -6,6 +6,19 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+/// A count with thousands separators: `1,234,567`.
+pub fn group_digits(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// `x` rounded to the nearest integer, halves away from zero: `x.round() as i64` without the
 /// call to `round` that `f64::round` compiles to on the x86_64 baseline (no SSE4.1), for the
 /// measuring threads' per-wakeup arithmetic. Exact for |x| < 2^52; saturates like `as`.

@@ -85,26 +85,16 @@ pub fn causes(p: &mut Page, c: Option<&Causes>) {
                 .iter()
                 .take(10)
                 .map(|s| {
-                    let what: Vec<String> =
-                        s.abnormal.iter().map(crate::causes::abnormal).collect();
                     vec![
                         s.cpu.to_string(),
                         seconds(s.at_ns),
                         Nanos(s.size_ns).to_string(),
-                        if what.is_empty() {
-                            "nothing unusual in the sampled counters".into()
-                        } else {
-                            what.join("; ")
-                        },
+                        s.text(),
                     ]
                 })
                 .collect();
-            p.subsection("The largest delays and what was unusual then");
-            p.table(
-                &["CPU", "at", "delay", "unusual in that interval"],
-                &rows,
-                &[3],
-            );
+            p.subsection("The largest delays and what the sampler says of them");
+            p.table(&["CPU", "at", "delay", "in that interval"], &rows, &[3]);
         }
     }
     if !c.trains.is_empty() {

@@ -9,6 +9,16 @@
 //! above `m + max(1, 4·s)` ticks; involuntary switches likewise, with a margin of one. The
 //! sampler cannot say which of several abnormal sources caused a spike, only which ones were
 //! unusual while it happened; `--trace` (tracefs) gives the exact attribution.
+//!
+//! **Inferred.** Whether or not a counter was unusual, the measuring thread's own run-queue
+//! wait in the spike's interval (`/proc/PID/task/TID/schedstat`) says which side of the
+//! wakeup the time was lost on. When the thread waited runnable for at least half the part of
+//! the spike inside the interval, another task held its CPU (under load this is time slicing,
+//! usual and still the cause). When it waited less, the time was lost while the thread was not
+//! runnable: a sleeping (timer) thread's wakeup itself came late (its timer interrupt was late:
+//! interrupts were off, or the hypervisor stopped the CPU), and a polling thread lost its CPU
+//! without a task switch (interrupts, or a stop of the virtual CPU). The interval's wait may
+//! include waits outside the spike, so the first reading is the less certain one.
 
 use super::sampler::Digest;
 use serde::{Deserialize, Serialize};
@@ -35,6 +45,57 @@ pub struct Abnormal {
     pub median: u64,
 }
 
+/// How the measuring threads of a run wait for their work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Waits {
+    /// A timer thread: it sleeps until each release.
+    Sleeps,
+    /// A polling thread (noise, Hourglass): it never sleeps.
+    Polls,
+}
+
+/// What the sampler infers of a spike from the measuring thread's run-queue wait (see the
+/// module's documentation).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Inferred {
+    /// `held_by_task` (another task held the thread's CPU) or `not_runnable` (the time was
+    /// lost while the thread was not runnable).
+    pub kind: String,
+    /// What the thread waited runnable in the spike's interval, in ns.
+    pub wait_ns: u64,
+    /// The inference in words, as reports print it.
+    pub text: String,
+}
+
+impl Inferred {
+    /// From the thread's wait `wait_ns` in an interval that holds `part_ns` of a spike.
+    pub fn of(wait_ns: u64, part_ns: u64, waits: Waits) -> Inferred {
+        let wait = crate::units::Nanos(wait_ns);
+        if wait_ns.saturating_mul(2) >= part_ns {
+            return Inferred {
+                kind: "held_by_task".into(),
+                wait_ns,
+                text: format!(
+                    "another task held the CPU (the measuring thread waited runnable {wait})"
+                ),
+            };
+        }
+        let text = match waits {
+            Waits::Sleeps => format!(
+                "the wakeup itself came late (the thread waited runnable only {wait}): its timer interrupt was late, with interrupts off or the CPU stopped by the hypervisor"
+            ),
+            Waits::Polls => format!(
+                "the CPU was taken without a task switch (the thread waited runnable only {wait}): interrupts, or the CPU stopped by the hypervisor"
+            ),
+        };
+        Inferred {
+            kind: "not_runnable".into(),
+            wait_ns,
+            text,
+        }
+    }
+}
+
 /// One spike and what was unusual around it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SpikeExplanation {
@@ -45,6 +106,59 @@ pub struct SpikeExplanation {
     pub interval_end_ns: u64,
     /// Most unusual first (by count over median).
     pub abnormal: Vec<Abnormal>,
+    /// What the measuring thread's wait says, where the kernel tells it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inferred: Option<Inferred>,
+}
+
+impl SpikeExplanation {
+    /// What the sampler says of the spike, in one phrase: the unusual sources, else the
+    /// inference, else that nothing was unusual.
+    pub fn text(&self) -> String {
+        if !self.abnormal.is_empty() {
+            let parts: Vec<String> = self.abnormal.iter().map(Abnormal::text).collect();
+            let mut t = format!("unusual then: {}", parts.join("; "));
+            if let Some(i) = &self.inferred {
+                t.push_str("; ");
+                t.push_str(&i.text);
+            }
+            return t;
+        }
+        match &self.inferred {
+            Some(i) => i.text.clone(),
+            None => "nothing unusual in the sampled counters".to_string(),
+        }
+    }
+}
+
+impl Abnormal {
+    /// The source in words: `irq virtio0-input.0 312 (usually 20)`, `hypervisor (steal) 3 ticks
+    /// (usually 0)`.
+    pub fn text(&self) -> String {
+        use crate::units::Nanos;
+        let n = |x: u64| crate::units::group_digits(x);
+        match self.kind.as_str() {
+            "steal" => format!(
+                "{} {} ticks (usually {})",
+                self.name,
+                n(self.count),
+                n(self.median)
+            ),
+            "wait_ns" => format!(
+                "{} {} (usually {})",
+                self.name,
+                Nanos(self.count),
+                Nanos(self.median)
+            ),
+            _ => format!(
+                "{} {} {} (usually {})",
+                self.kind,
+                self.name,
+                n(self.count),
+                n(self.median)
+            ),
+        }
+    }
 }
 
 /// One source's total on a CPU over the run.
@@ -93,6 +207,7 @@ pub fn explain(
     d: &Digest,
     max_spikes: usize,
     thread_of: &dyn Fn(usize) -> Option<usize>,
+    waits: Waits,
 ) -> Explanation {
     let cpus = &d.spec.cpus;
     // Steal ticks over `n` CPUs as a share of the sampled time.
@@ -111,6 +226,7 @@ pub fn explain(
             continue;
         };
         let mut abnormal = Vec::new();
+        let mut inferred = None;
         for (s, name) in d.irq_names.iter().enumerate() {
             if unusual(i.irq[s][c], d.irq_centre[s][c], 2) {
                 abnormal.push(Abnormal {
@@ -141,6 +257,10 @@ pub fn explain(
         }
         if let Some(t) = thread_of(sp.cpu).filter(|&t| t < d.spec.tids.len()) {
             let wait = i.wait_ns.get(t).copied().unwrap_or(0);
+            if d.wait_total.get(t).is_some_and(|&w| w > 0) {
+                let part = sp.size_ns.min(i.end_ns.saturating_sub(sp.at_ns));
+                inferred = Some(Inferred::of(wait, part, waits));
+            }
             if unusual(wait, d.wait_centre[t], 100_000) {
                 abnormal.push(Abnormal {
                     kind: "wait_ns".into(),
@@ -169,6 +289,7 @@ pub fn explain(
             interval_start_ns: i.start_ns,
             interval_end_ns: i.end_ns,
             abnormal,
+            inferred,
         });
     }
     let totals = cpus
@@ -281,7 +402,12 @@ mod tests {
                 size_ns: 5_000_000,
             },
         ];
-        let e = explain(&digest(&spikes), 10, &|cpu| (cpu == 1).then_some(0));
+        let e = explain(
+            &digest(&spikes),
+            10,
+            &|cpu| (cpu == 1).then_some(0),
+            Waits::Sleeps,
+        );
         assert_eq!(e.intervals, 20);
         assert_eq!(e.unexplained_spikes, 1, "the spike after the last snapshot");
         assert_eq!(e.spikes.len(), 3);
@@ -315,6 +441,22 @@ mod tests {
         assert_eq!(e.spikes[1].abnormal[0].kind, "steal");
         assert_eq!(e.spikes[1].abnormal[0].count, 4);
         assert!(e.spikes[2].abnormal.is_empty(), "a quiet interval");
+        // The thread waited 2 ms of the 2 ms spike: another task held the CPU. In the quiet
+        // interval it waited 10 µs of a 100 µs delay: the wakeup itself came late.
+        let inferred = |i: usize| e.spikes[i].inferred.as_ref().map(|x| x.kind.as_str());
+        assert_eq!(inferred(0), Some("held_by_task"));
+        assert_eq!(inferred(1), Some("not_runnable"));
+        assert_eq!(inferred(2), Some("not_runnable"));
+        assert_eq!(
+            e.spikes[2].text(),
+            "the wakeup itself came late (the thread waited runnable only 10 µs): its timer interrupt was late, with interrupts off or the CPU stopped by the hypervisor"
+        );
+        assert!(e.spikes[0].text().starts_with(
+            "unusual then: the measuring thread waited runnable for its CPU 2 ms (usually 10 µs); irq 30 (eth0) 300 (usually 3); "
+        ));
+        assert!(e.spikes[0]
+            .text()
+            .ends_with("; another task held the CPU (the measuring thread waited runnable 2 ms)"));
         let t = &e.totals[0];
         assert_eq!(t.cpu, 1);
         assert_eq!(t.steal_ticks, 4);
@@ -343,6 +485,34 @@ mod tests {
         );
     }
 
+    /// The inference needs only the thread's wait: half the spike's part in the interval or
+    /// more is another task's doing, less is the wakeup's or the CPU's; a polling thread's
+    /// words differ from a sleeping one's.
+    #[test]
+    fn the_threads_wait_says_which_side_of_the_wakeup_the_time_was_lost() {
+        assert_eq!(Inferred::of(500, 1_000, Waits::Sleeps).kind, "held_by_task");
+        assert_eq!(Inferred::of(499, 1_000, Waits::Sleeps).kind, "not_runnable");
+        let polls = Inferred::of(0, 3_000_000, Waits::Polls);
+        assert_eq!(
+            polls.text,
+            "the CPU was taken without a task switch (the thread waited runnable only 0 ns): interrupts, or the CPU stopped by the hypervisor"
+        );
+        // Where the kernel does not tell the wait (no schedstat), nothing is inferred.
+        let spikes = [SpikeAt {
+            cpu: 1,
+            at_ns: 350_000_000,
+            size_ns: 100_000,
+        }];
+        let mut d = digest(&spikes);
+        d.wait_total = vec![0];
+        let e = explain(&d, 3, &|_| Some(0), Waits::Sleeps);
+        assert_eq!(e.spikes[0].inferred, None);
+        assert_eq!(
+            e.spikes[0].text(),
+            "nothing unusual in the sampled counters"
+        );
+    }
+
     #[test]
     fn at_most_the_largest_spikes_are_explained() {
         let spikes: Vec<SpikeAt> = (0..10u64)
@@ -352,7 +522,7 @@ mod tests {
                 size_ns: 1000 + k,
             })
             .collect();
-        let e = explain(&digest(&spikes), 3, &|_| None);
+        let e = explain(&digest(&spikes), 3, &|_| None, Waits::Polls);
         let sizes: Vec<u64> = e.spikes.iter().map(|s| s.size_ns).collect();
         assert_eq!(sizes, [1009, 1008, 1007]);
         // A CPU that was not sampled cannot be explained.
@@ -361,6 +531,9 @@ mod tests {
             at_ns: 1,
             size_ns: 1,
         }];
-        assert_eq!(explain(&digest(&other), 3, &|_| None).unexplained_spikes, 1);
+        assert_eq!(
+            explain(&digest(&other), 3, &|_| None, Waits::Polls).unexplained_spikes,
+            1
+        );
     }
 }

@@ -85,25 +85,12 @@ pub fn largest_cause(c: &Causes) -> Option<String> {
     }
     let s = c.explanation.as_ref()?.spikes.first()?;
     let size = Nanos(s.size_ns);
-    Some(match s.abnormal.first() {
-        None => format!(
+    Some(match (s.abnormal.first(), &s.inferred) {
+        (Some(a), _) => format!("{size} on CPU {}: {}", s.cpu, a.text()),
+        (None, Some(i)) => format!("{size} on CPU {}: {}", s.cpu, i.text),
+        (None, None) => format!(
             "{size} on CPU {}: nothing unusual in the sampled counters",
             s.cpu
-        ),
-        Some(a) if a.kind == "steal" => format!(
-            "{size} on CPU {}: {} {} ticks (usually {})",
-            s.cpu, a.name, a.count, a.median
-        ),
-        Some(a) if a.kind == "wait_ns" => format!(
-            "{size} on CPU {}: {} {} (usually {})",
-            s.cpu,
-            a.name,
-            Nanos(a.count),
-            Nanos(a.median)
-        ),
-        Some(a) => format!(
-            "{size} on CPU {}: {} {} {} (usually {})",
-            s.cpu, a.kind, a.name, a.count, a.median
         ),
     })
 }
@@ -428,6 +415,7 @@ pub fn analyze(
     threshold_ns: u64,
     logs: &[spikes::SpikeLog],
     thread_of: &dyn Fn(usize) -> Option<usize>,
+    waits: explain::Waits,
 ) -> Causes {
     let trains = logs
         .iter()
@@ -439,7 +427,7 @@ pub fn analyze(
         })
         .collect();
     let explanation = digest.map(|d| {
-        let mut e = explain(d, MAX_EXPLAINED, thread_of);
+        let mut e = explain(d, MAX_EXPLAINED, thread_of, waits);
         e.spikes.retain(|s| s.size_ns >= threshold_ns);
         e
     });

@@ -495,6 +495,7 @@ struct Counts {
     irq_total: Vec<Vec<u64>>,
     softirq_total: Vec<Vec<u64>>,
     steal_total: Vec<u64>,
+    wait_total: Vec<u64>,
 }
 
 /// What a run's sampling gives the explanation, built as the run goes.
@@ -527,6 +528,7 @@ impl DigestBuilder {
                 irq_total: vec![vec![0; c]; irqs],
                 softirq_total: vec![vec![0; c]; softirqs],
                 steal_total: vec![0; c],
+                wait_total: vec![0; t],
             },
             intervals: 0,
             recent: std::collections::VecDeque::with_capacity(RECENT),
@@ -563,6 +565,7 @@ impl DigestBuilder {
         }
         for (t, &w) in iv.wait_ns.iter().enumerate() {
             k.wait[t].add(w);
+            k.wait_total[t] += w;
         }
         self.intervals += 1;
         // Spikes that waited for this interval (usually none).
@@ -642,6 +645,7 @@ impl DigestBuilder {
             irq_total: k.irq_total,
             softirq_total: k.softirq_total,
             steal_total: k.steal_total,
+            wait_total: k.wait_total,
             sampled_ns: self
                 .last_ns
                 .zip(self.first_ns)
@@ -679,6 +683,9 @@ pub struct Digest {
     pub irq_total: Vec<Vec<u64>>,
     pub softirq_total: Vec<Vec<u64>>,
     pub steal_total: Vec<u64>,
+    /// Time each thread waited runnable over the run, in ns: 0 where the kernel does not
+    /// tell it (no `/proc/PID/schedstat`).
+    pub wait_total: Vec<u64>,
     /// From the first snapshot to the last, in ns.
     pub sampled_ns: u64,
     /// The length of one tick of `/proc/stat`'s times (USER_HZ), in ns.

@@ -361,6 +361,7 @@ fn causes(m: &Measured, spikes: &[SpikeLog]) -> crate::causes::Causes {
         SPIKE_NS,
         spikes,
         &thread_of,
+        crate::causes::explain::Waits::Polls,
     );
     if m.kernel.is_some() {
         // With the kernel's events, every preemption gap is explained, not only the spikes.
