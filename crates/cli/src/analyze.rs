@@ -60,8 +60,9 @@ pub struct SetArgs {
     /// Fully non-preemptive scheduling (rta only)
     #[arg(long)]
     pub non_preemptive: bool,
-    /// Release jitter of every task from a measured run: RUN@p99.99 (or RUN@p99.99:N for CPU
-    /// or thread N), the pseudo worst case of Cota-Robles & Held §5.2
+    /// Release jitter of every task from a measured run: RUN@p99.99, the worst CPU's (or
+    /// thread's) figure at that percentile, or RUN@p99.99:N for CPU or thread N; the pseudo
+    /// worst case of Cota-Robles & Held §5.2
     #[arg(long)]
     pub jitter_from: Option<String>,
     /// A task's C from a measured run's execution times: TASK=RUN@p99 (or RUN@p99:THREAD)
@@ -99,7 +100,8 @@ pub struct LatencyArgs {
     /// Latency distribution from a timer run or an hourglass LAT thread
     #[arg(long)]
     pub run: Option<PathBuf>,
-    /// CPU (timer run) or thread (hourglass run) when the run has several
+    /// CPU (timer run) or thread (hourglass run) when the run has several [default: the worst,
+    /// by p99.9]
     #[arg(long)]
     pub cpu: Option<usize>,
     /// Latency distribution from a file of lines `VALUE COUNT`
@@ -287,9 +289,9 @@ fn task_set(a: &SetArgs) -> Result<(Vec<Task>, Vec<String>), Failure> {
     if let Some(spec) = &a.jitter_from {
         let (run, q, select) =
             inputs::parse_run_at(spec).map_err(|e| Failure::usage(format!("--jitter-from {e}")))?;
-        let lat = inputs::latency_from_run(&run, select)
+        let lat = inputs::latency_from_run(&run, select, q)
             .map_err(|e| Failure::usage(format!("--jitter-from: {e}")))?;
-        let j = lat.distribution.quantile(q).unwrap_or(0).max(0) as u64;
+        let j = lat.value_at(q).unwrap_or(0).max(0) as u64;
         for t in &mut tasks {
             t.jitter_ns = Nanos(j);
         }
@@ -326,7 +328,7 @@ fn latency(l: &LatencyArgs) -> Result<Option<(Distribution, Option<f64>, String)
     match (&l.run, &l.histogram) {
         (Some(_), Some(_)) => Err(Failure::usage("give --run or --histogram, not both")),
         (Some(r), None) => {
-            let l = inputs::latency_from_run(r, cpu).map_err(Failure::usage)?;
+            let l = inputs::latency_from_run(r, cpu, inputs::WORST_BY).map_err(Failure::usage)?;
             Ok(Some((l.distribution, Some(l.rate_hz), l.description)))
         }
         (None, Some(h)) => {

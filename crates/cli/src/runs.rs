@@ -179,12 +179,14 @@ fn figures_text(e: &Entry) -> String {
         );
     }
     // The usual reading order first (percentiles rising), anything else after.
-    const ORDER: [&str; 12] = [
+    const ORDER: [&str; 14] = [
         "cpus",
         "threads",
         "count",
         "p50_ns",
+        "p90_ns",
         "p99_ns",
+        "p99.9_ns",
         "p99.99_ns",
         "max_ns",
         "missed",

@@ -20,8 +20,8 @@ pub struct StudyArgs {
     pub study: Option<String>,
     /// Continue an interrupted study with the cells not yet completed: the study directory,
     /// or nothing for the most recent unfinished study under ./sandglass-runs
-    #[arg(long, value_name = "DIR", num_args = 0..=1, default_missing_value = "")]
-    pub resume: Option<PathBuf>,
+    #[arg(long, value_name = "DIR", num_args = 0..=1)]
+    pub resume: Option<Option<PathBuf>>,
     /// Multiply every cell's duration by this factor, such as 0.25 for a quick look
     #[arg(long, value_name = "X", allow_hyphen_values = true)]
     pub duration_scale: Option<String>,
@@ -197,10 +197,9 @@ pub fn study(a: &StudyArgs) -> Result<u8, Failure> {
                 "--resume continues in the study's own directory; leave out -o",
             ));
         }
-        let dir = if dir.as_os_str().is_empty() {
-            run::latest_unfinished(&ctx.base_dir)?
-        } else {
-            dir.clone()
+        let dir = match dir {
+            Some(d) => d.clone(),
+            None => run::latest_unfinished(&ctx.base_dir)?,
         };
         if let Some(name) = &a.study {
             let record = run::read_state(&dir)?;

@@ -136,6 +136,21 @@ fn unknown_studies_and_options_are_usage_errors() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a study directory"));
 }
 
+/// Regression: `study --resume` without a directory was refused ("a value is required") instead
+/// of looking for the most recent unfinished study.
+#[test]
+fn resume_without_a_directory_looks_for_the_latest_study() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = sandglass()
+        .args(["study", "--resume"])
+        .env("SANDGLASS_RUNS_DIR", tmp.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no unfinished study under"), "{stderr}");
+}
+
 #[test]
 fn every_builtin_study_prints_and_fits_in_five_minutes() {
     let out = sandglass().args(["study", "--list"]).output().unwrap();

@@ -369,8 +369,8 @@ fn read_everything(dir: &Path) {
     let sink = &mut std::io::sink();
     let _ = sandglass::catalog::check_files(dir);
     let _ = sandglass::compare::load(dir);
-    let _ = sandglass::inputs::latency_from_run(dir, None);
-    let _ = sandglass::inputs::latency_from_run(dir, Some(1));
+    let _ = sandglass::inputs::latency_from_run(dir, None, sandglass::inputs::WORST_BY);
+    let _ = sandglass::inputs::latency_from_run(dir, Some(1), 1.0);
     if dir.join(sandglass::study::run::STATE_FILE).exists() {
         if let Ok(o) = sandglass::study::run::outcome(dir) {
             let _ = sandglass_report::study::write(sink, &o);

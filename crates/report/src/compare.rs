@@ -14,6 +14,15 @@ fn value(figure: &str, v: f64) -> String {
     }
 }
 
+/// A p value as people read it: `< 0.001` below a thousandth, else three decimals (`= 0.012`).
+pub fn p_value(p: f64) -> String {
+    if p < 0.001 {
+        "< 0.001".to_string()
+    } else {
+        format!("= {p:.3}")
+    }
+}
+
 /// Writes the comparison table, the tests and the verdict.
 pub fn write(w: &mut dyn Write, r: &Report) -> io::Result<()> {
     writeln!(
@@ -25,14 +34,16 @@ pub fn write(w: &mut dyn Write, r: &Report) -> io::Result<()> {
     for (i, f) in r.figures.iter().enumerate() {
         writeln!(
             w,
-            "  {}: {} ({} samples)",
+            "  {}: {} ({} samples, {} CPU{})",
             (b'A' + (i % 26) as u8) as char,
             f.path,
-            crate::text::count(f.samples as u64)
+            crate::text::count(f.samples as u64),
+            f.cpus,
+            if f.cpus == 1 { "" } else { "s" }
         )?;
     }
     let mut rows: Vec<Vec<String>> = Vec::new();
-    let mut head = vec!["figure".to_string()];
+    let mut head = vec!["figure (worst CPU)".to_string()];
     for i in 0..r.figures.len() {
         head.push(((b'A' + (i % 26) as u8) as char).to_string());
     }
@@ -71,17 +82,14 @@ pub fn write(w: &mut dyn Write, r: &Report) -> io::Result<()> {
     }
     for (i, c) in r.comparisons.iter().enumerate() {
         let letter = (b'A' + ((i + 1) % 26) as u8) as char;
-        let p = c
-            .p_value
-            .map(|p| format!("{p:.3e}"))
-            .unwrap_or_else(|| "-".into());
+        let p = c.p_value.map(p_value).unwrap_or_else(|| "= -".into());
         let ci = |x: Option<(f64, f64)>| {
             x.map(|(a, b)| format!("{}..{}", Nanos(a as u64), Nanos(b as u64)))
                 .unwrap_or_else(|| "-".into())
         };
         writeln!(
             w,
-            "  {letter} against A: Mann-Whitney p = {p}; p99 95% interval {} against {}; {}",
+            "  {letter} against A (every sample of all CPUs): Mann-Whitney p {p}; p99 95% interval {} against {}; {}",
             ci(c.p99_ci),
             ci(c.p99_ci_baseline),
             if c.differs {
@@ -110,6 +118,14 @@ pub fn write(w: &mut dyn Write, r: &Report) -> io::Result<()> {
                     value(&x.figure, x.limit),
                     x.run
                 )?;
+            } else if x.gate == "new" {
+                writeln!(
+                    w,
+                    "verdict: regression: {} went from 0 to {} in run {}",
+                    x.figure,
+                    value(&x.figure, x.value),
+                    x.run
+                )?;
             } else {
                 writeln!(
                     w,
@@ -123,4 +139,17 @@ pub fn write(w: &mut dyn Write, r: &Report) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn p_values_read_as_people_write_them() {
+        assert_eq!(p_value(0.0), "< 0.001");
+        assert_eq!(p_value(0.000_9), "< 0.001");
+        assert_eq!(p_value(0.0123), "= 0.012");
+        assert_eq!(p_value(0.5), "= 0.500");
+    }
 }

@@ -199,12 +199,8 @@ pub fn study(w: &mut dyn Write, o: &sandglass::study::run::StudyOutcome) -> io::
         writeln!(w)?;
         for row in &t.rows {
             write!(w, "| {} |", cell(&row.label))?;
-            for v in &row.values {
-                write!(
-                    w,
-                    " {} |",
-                    v.map(crate::study::figure).unwrap_or_else(|| "-".into())
-                )?;
+            for (v, c) in row.values.iter().zip(&t.columns) {
+                write!(w, " {} |", crate::study::cell_value(c, *v))?;
             }
             writeln!(w)?;
         }

@@ -3,7 +3,7 @@
 //! histogram per CPU.
 
 use crate::text::{count, percent};
-use sandglass::histo::Percentiles;
+use sandglass::histo::{self, Percentiles};
 use sandglass::noise::NoiseResult;
 use sandglass::Nanos;
 use std::io::{self, Write};
@@ -61,6 +61,35 @@ pub fn write(w: &mut dyn Write, r: &NoiseResult) -> io::Result<()> {
             cell("p99.99"),
             ns(c.max_ns),
             ns(c.runtime_ns)
+        )?;
+    }
+    if r.cpus.len() > 1 {
+        // The run's figures: the worst CPU's, figure by figure (as `runs` and `compare` give
+        // them); a percentile prints where every CPU has the interruptions for it.
+        let fewest = r.cpus.iter().map(|c| c.interruptions).min().unwrap_or(0);
+        let supported = Percentiles::supported(fewest);
+        let p = histo::worst_cpu(r.cpus.iter().filter_map(|c| c.percentiles_ns.as_ref()));
+        let cell = |name: &str| -> String {
+            match &p {
+                Some(p) if supported.contains(&name) => p.get(name).map(ns).unwrap_or_default(),
+                _ => "-".into(),
+            }
+        };
+        writeln!(
+            w,
+            "{:>4} {:>9} {:>10.1} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10}",
+            "worst",
+            percent(r.cpus.iter().map(|c| c.noise_share).fold(0.0, f64::max)),
+            r.cpus
+                .iter()
+                .map(|c| c.interruptions_per_s)
+                .fold(0.0, f64::max),
+            cell("p50"),
+            cell("p99"),
+            cell("p99.9"),
+            cell("p99.99"),
+            ns(r.cpus.iter().map(|c| c.max_ns).max().unwrap_or(0)),
+            ns(r.cpus.iter().map(|c| c.runtime_ns).max().unwrap_or(0))
         )?;
     }
     for c in &r.cpus {

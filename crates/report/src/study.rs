@@ -35,7 +35,30 @@ pub fn figure(v: f64) -> String {
     format!("{v:.decimals$}")
 }
 
-/// Writes one table, its columns right-aligned under their headings.
+/// A time in microseconds to the nanosecond (`37.055`, `1,500.000`), so that a table's figure
+/// reads the same as the run's summary, `runs`, `compare` and `report` give it.
+pub fn micros(v: f64) -> String {
+    if !v.is_finite() {
+        return "-".into();
+    }
+    let ns = (v * 1e3).round();
+    let sign = if ns < 0.0 { "-" } else { "" };
+    let ns = ns.abs() as u64;
+    format!("{sign}{}.{:03}", crate::text::count(ns / 1000), ns % 1000)
+}
+
+/// A table entry of `column`: times in microseconds (`_us`) to the nanosecond, other figures
+/// to three significant digits, `-` for none.
+pub fn cell_value(column: &str, v: Option<f64>) -> String {
+    match v {
+        Some(v) if column.ends_with("_us") => micros(v),
+        Some(v) => figure(v),
+        None => "-".into(),
+    }
+}
+
+/// Writes one table, its columns right-aligned under their headings; times in microseconds
+/// (columns ending `_us`) to the nanosecond, other figures to three significant digits.
 pub fn write_table(out: &mut dyn Write, t: &Table) -> io::Result<()> {
     writeln!(out, "{}", t.title)?;
     if t.rows.is_empty() {
@@ -48,7 +71,8 @@ pub fn write_table(out: &mut dyn Write, t: &Table) -> io::Result<()> {
         .map(|r| {
             r.values
                 .iter()
-                .map(|v| v.map(figure).unwrap_or_else(|| "-".into()))
+                .zip(&t.columns)
+                .map(|(v, c)| cell_value(c, *v))
                 .collect()
         })
         .collect();
@@ -213,7 +237,17 @@ mod tests {
         let text = String::from_utf8(v).expect("utf-8");
         assert_eq!(
             text,
-            "T\n  load      p99_us  max_us\n  idle        12.5       -\n  cpu+disk   1,500       2\n  n\n"
+            "T\n  load         p99_us  max_us\n  idle         12.500       -\n  cpu+disk  1,500.000   2.000\n  n\n"
         );
+    }
+
+    #[test]
+    fn times_print_to_the_nanosecond() {
+        assert_eq!(micros(37.055), "37.055");
+        assert_eq!(micros(105.2149999), "105.215");
+        assert_eq!(micros(1500.0), "1,500.000");
+        assert_eq!(micros(0.001), "0.001");
+        assert_eq!(micros(-2.5), "-2.500");
+        assert_eq!(micros(f64::NAN), "-");
     }
 }

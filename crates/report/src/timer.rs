@@ -3,7 +3,7 @@
 //! interval statistics and histogram, and Hourglass's "samples later than" table.
 
 use crate::text::{count, percent, signed};
-use sandglass::histo::Percentiles;
+use sandglass::histo::{self, Percentiles};
 use sandglass::timer::{TimerCpu, TimerResult};
 use sandglass::Nanos;
 use std::io::{self, Write};
@@ -12,8 +12,9 @@ fn ns(v: u64) -> String {
     Nanos(v).to_string()
 }
 
-fn row(w: &mut dyn Write, label: &str, p: &Percentiles) -> io::Result<()> {
-    let supported = Percentiles::supported(p.count);
+/// One row of percentiles; those `samples` cannot support print as `-`.
+fn row(w: &mut dyn Write, label: &str, p: &Percentiles, samples: u64) -> io::Result<()> {
+    let supported = Percentiles::supported(samples);
     let cell = |name: &str| -> String {
         if supported.contains(&name) {
             p.get(name).map(ns).unwrap_or_default()
@@ -62,10 +63,10 @@ fn cpu_block(w: &mut dyn Write, c: &TimerCpu, r: &TimerResult) -> io::Result<()>
         "lateness", "min", "p50", "p90", "p99", "p99.9", "p99.99", "p99.9999", "max"
     )?;
     if let Some(p) = &c.lateness_ns {
-        row(w, "corrected", p)?;
+        row(w, "corrected", p, p.count)?;
     }
     if let Some(p) = &c.raw_lateness_ns {
-        row(w, "raw", p)?;
+        row(w, "raw", p, p.count)?;
     }
     if let Some(i) = &c.interval_ns {
         writeln!(
@@ -134,6 +135,34 @@ fn cpu_block(w: &mut dyn Write, c: &TimerCpu, r: &TimerResult) -> io::Result<()>
     Ok(())
 }
 
+/// With several CPUs, the run's figures: the worst CPU's, figure by figure, as study tables,
+/// `runs` and `compare` give them (a percentile prints where every CPU has the samples for it).
+fn worst_block(w: &mut dyn Write, r: &TimerResult) -> io::Result<()> {
+    if r.cpus.len() < 2 {
+        return Ok(());
+    }
+    let fewest = r.cpus.iter().map(|c| c.count).min().unwrap_or(0);
+    writeln!(
+        w,
+        "all {} CPUs: {} releases, {} missed; each figure the worst CPU's",
+        r.cpus.len(),
+        count(r.cpus.iter().map(|c| c.count).sum()),
+        count(r.cpus.iter().map(|c| c.missed_releases).sum()),
+    )?;
+    if let Some(p) = histo::worst_cpu(r.cpus.iter().filter_map(|c| c.lateness_ns.as_ref())) {
+        writeln!(
+            w,
+            "  {:<9} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            "lateness", "min", "p50", "p90", "p99", "p99.9", "p99.99", "p99.9999", "max"
+        )?;
+        row(w, "corrected", &p, fewest)?;
+    }
+    if let Some(p) = histo::worst_cpu(r.cpus.iter().filter_map(|c| c.raw_lateness_ns.as_ref())) {
+        row(w, "raw", &p, fewest)?;
+    }
+    Ok(())
+}
+
 /// Writes the summary.
 pub fn write(w: &mut dyn Write, r: &TimerResult) -> io::Result<()> {
     writeln!(
@@ -151,5 +180,6 @@ pub fn write(w: &mut dyn Write, r: &TimerResult) -> io::Result<()> {
     for c in &r.cpus {
         cpu_block(w, c, r)?;
     }
+    worst_block(w, r)?;
     crate::text::run_footer(w, &r.run)
 }

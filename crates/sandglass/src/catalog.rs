@@ -1033,7 +1033,9 @@ pub fn figures(kind: &str, summary: &Value, loads: &Value) -> Map<String, Value>
             put(&mut out, "count", sum_of(cpus.iter(), |c| num(&c["count"])));
             for (key, p) in [
                 ("p50_ns", "p50"),
+                ("p90_ns", "p90"),
                 ("p99_ns", "p99"),
+                ("p99.9_ns", "p99.9"),
                 ("p99.99_ns", "p99.99"),
                 ("max_ns", "max"),
             ] {
@@ -1072,6 +1074,13 @@ pub fn figures(kind: &str, summary: &Value, loads: &Value) -> Map<String, Value>
                 "interruptions_per_s",
                 max_of(cpus.iter(), |c| num(&c["interruptions_per_s"])),
             );
+            for (key, p) in [("p50_ns", "p50"), ("p99_ns", "p99"), ("p99.9_ns", "p99.9")] {
+                put(
+                    &mut out,
+                    key,
+                    max_of(cpus.iter(), |c| num(&c["percentiles_ns"][p])),
+                );
+            }
             put(
                 &mut out,
                 "max_ns",

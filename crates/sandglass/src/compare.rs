@@ -2,10 +2,12 @@
 //! distributions differ, and the gates a CI job acts on.
 //!
 //! The first run is the baseline. For a timer run the distribution is every release's corrected
-//! lateness, all CPUs together; for a noise run, every interruption's duration. Figures: the
-//! exact nearest-rank percentiles of those samples (the run's histograms say where each lies,
-//! one pass over its samples gives the value), their maximum, and the kind's counts. Every
-//! figure is one where larger is worse.
+//! lateness; for a noise run, every interruption's duration. Figures: the worst CPU's exact
+//! nearest-rank percentiles and maximum, as the run's summary gives them
+//! ([`crate::histo::worst_cpu`]: each figure the largest over the CPUs, the same number that
+//! study tables, `runs` and `report` show), and the kind's counts summed over CPUs. Every
+//! figure is one where larger is worse. The test of whether two runs differ takes the samples of
+//! all CPUs together.
 //!
 //! **Regression.** A candidate's figure is a regression when it is worse than the baseline's by
 //! more than the tolerance (default 5%) *and* the distributions differ: the two-sided
@@ -19,7 +21,7 @@
 //! codes (the command's): 0 pass, 2 a gate crossed, 1 an error.
 
 use crate::analysis::significance::{bootstrap_percentile_ci, mann_whitney};
-use crate::stats::ExactQuantiles;
+use crate::histo::{self, Percentiles};
 use crate::store::table::{tables, TableReader};
 use crate::store::{ReadError, RunReader};
 use serde::Serialize;
@@ -61,7 +63,9 @@ pub struct RunData {
     pub kind: String,
     /// Samples: releases (timer) or interruptions (noise), all CPUs together.
     pub count: u64,
-    /// The exact nearest-rank values of [`PERCENTILES`], in ns, in that order.
+    /// CPUs measured.
+    pub cpus: usize,
+    /// The worst CPU's exact nearest-rank values of [`PERCENTILES`], in ns, in that order.
     pub quantiles: Vec<f64>,
     /// Missed releases (timer).
     pub missed: u64,
@@ -80,6 +84,7 @@ impl RunData {
             id: path.display().to_string(),
             kind: kind.to_string(),
             count: samples.len() as u64,
+            cpus: 1,
             quantiles: PERCENTILES
                 .iter()
                 .map(|&(_, q)| crate::stats::quantile_sorted(&s, q).unwrap_or(0) as f64)
@@ -90,15 +95,19 @@ impl RunData {
     }
 }
 
-/// Reads a timer or noise run, verifying every file it uses: the whole-run histograms find
-/// where each percentile lies, and one pass over the run's samples gives the exact values, the
-/// missed releases and the thinned sample (memory does not grow with the run).
+/// Reads a timer or noise run, verifying every file it uses: the figures come from its summary
+/// (the worst CPU's), and one pass over its samples gives the thinned sample for the test
+/// (memory does not grow with the run).
 pub fn load(path: &Path) -> Result<RunData, CompareError> {
     let r = RunReader::open(path)?;
     let kind = r.manifest.kind.clone();
-    let (table, column) = match kind.as_str() {
-        "timer" => (&tables::TIMER_SAMPLES, "lateness_ns"),
-        "noise" => (&tables::NOISE_INTERRUPTIONS, "duration_ns"),
+    let (table, column, field) = match kind.as_str() {
+        "timer" => (&tables::TIMER_SAMPLES, "lateness_ns", "lateness_ns"),
+        "noise" => (
+            &tables::NOISE_INTERRUPTIONS,
+            "duration_ns",
+            "percentiles_ns",
+        ),
         _ => {
             return Err(CompareError::Kind {
                 run: path.to_path_buf(),
@@ -106,15 +115,33 @@ pub fn load(path: &Path) -> Result<RunData, CompareError> {
             })
         }
     };
-    let pooled = crate::store::data::totals(&r)?.pooled();
-    let n = pooled.len();
-    if n == 0 {
+    let summary: serde_json::Value =
+        serde_json::from_slice(&r.read("summary.json")?).map_err(|e| CompareError::Data {
+            path: path.join("summary.json"),
+            line: 1,
+            what: format!("not valid JSON ({e})"),
+        })?;
+    let cpus = summary["cpus"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+    let per_cpu: Vec<Percentiles> = cpus
+        .iter()
+        .filter_map(|c| serde_json::from_value(c[field].clone()).ok())
+        .collect();
+    // A summary without per-CPU figures (an older run) gives each CPU's whole-run histogram.
+    let per_cpu = if per_cpu.is_empty() {
+        crate::store::data::totals(&r)?
+            .cpus
+            .values()
+            .filter_map(|c| histo::percentiles(&c.main, None, None))
+            .collect()
+    } else {
+        per_cpu
+    };
+    let Some(worst) = histo::worst_cpu(&per_cpu) else {
         return Err(CompareError::Empty {
             run: path.to_path_buf(),
         });
-    }
-    let qs: Vec<f64> = PERCENTILES.iter().map(|p| p.1).collect();
-    let mut exact = ExactQuantiles::new(&[&pooled], &qs);
+    };
+    let n = worst.count;
     let k = (n as usize).div_ceil(TEST_SAMPLES).max(1);
     let mut thinned = Vec::with_capacity(TEST_SAMPLES + 1);
     let mut seen = 0usize;
@@ -127,40 +154,24 @@ pub fn load(path: &Path) -> Result<RunData, CompareError> {
                 thinned.push(x as f64);
             }
             seen += 1;
-            exact.add(0, x);
         }
         Ok(())
     })?;
     // Missed releases are counted in the summary (the samples' flags say the same).
-    let missed = if kind == "timer" {
-        let summary: serde_json::Value =
-            serde_json::from_slice(&r.read("summary.json")?).map_err(|e| CompareError::Data {
-                path: path.join("summary.json"),
-                line: 1,
-                what: format!("not valid JSON ({e})"),
-            })?;
-        summary["cpus"]
-            .as_array()
-            .map(|a| a.iter().filter_map(|c| c["missed_releases"].as_u64()).sum())
-            .unwrap_or(0)
-    } else {
-        0
-    };
-    let got = exact.finish();
-    // A store that misses samples (the main thread fell behind) gives the histograms' values.
-    let quantiles = qs
+    let missed = cpus
         .iter()
-        .enumerate()
-        .map(|(i, &q)| match got[0].get(i).copied().flatten() {
-            Some(v) if seen as u64 == n => v as f64,
-            _ => pooled.value_at_quantile(q) as f64,
-        })
+        .filter_map(|c| c["missed_releases"].as_u64())
+        .sum();
+    let quantiles = PERCENTILES
+        .iter()
+        .map(|(name, _)| worst.get(name).unwrap_or(0) as f64)
         .collect();
     Ok(RunData {
         path: path.to_path_buf(),
         id: r.manifest.id.clone(),
         kind,
         count: n,
+        cpus: per_cpu.len(),
         quantiles,
         missed,
         thinned,
@@ -202,6 +213,8 @@ pub struct Figures {
     pub run: String,
     pub path: String,
     pub samples: usize,
+    /// CPUs measured; the times are the worst CPU's.
+    pub cpus: usize,
     /// `(name, value)`: times in ns, counts as they are.
     pub values: Vec<(String, f64)>,
 }
@@ -221,6 +234,7 @@ fn figures(d: &RunData) -> Figures {
         run: d.id.clone(),
         path: d.path.display().to_string(),
         samples: d.count as usize,
+        cpus: d.cpus,
         values,
     }
 }
@@ -286,7 +300,8 @@ pub struct Crossed {
     pub figure: String,
     pub value: f64,
     pub limit: f64,
-    /// `above` (a `fail_above` threshold) or `regression`.
+    /// `above` (a `fail_above` threshold; `value` the figure), `regression` (`value` the
+    /// relative change) or `new` (a regression from a baseline of 0; `value` the figure).
     pub gate: String,
 }
 
@@ -392,12 +407,19 @@ pub fn compare(runs: &[RunData], o: &Options) -> Result<Report, CompareError> {
             for ch in &c.changes {
                 let beyond = ch.relative.map_or(ch.value > 0.0, |r| r > limit);
                 if ch.regression && beyond {
+                    // From 0 there is no relative change: the gate is `new`, its value the
+                    // figure itself.
                     crossed.push(Crossed {
                         run: c.run.clone(),
                         figure: ch.figure.clone(),
-                        value: ch.relative.unwrap_or(f64::INFINITY),
+                        value: ch.relative.unwrap_or(ch.value),
                         limit,
-                        gate: "regression".into(),
+                        gate: if ch.relative.is_some() {
+                            "regression"
+                        } else {
+                            "new"
+                        }
+                        .into(),
                     });
                 }
             }

@@ -3,7 +3,16 @@
 //!
 //! Percentiles follow HdrHistogram: the value at quantile q is the bucket holding the sample of
 //! rank ⌈q·n⌉ (nearest rank, as in [`crate::stats`]), reported as the highest value equivalent
-//! to it, so it lies between the exact sample and 0.1% above it (three significant digits).
+//! to it, so it lies between the exact sample and 0.1% above it (three significant digits),
+//! and never above the exact maximum (see [`percentiles`]).
+//!
+//! **One figure, one name.** A run on several CPUs has one distribution per CPU. Its figures for
+//! the whole run are the *worst CPU's* ([`worst_cpu`]): each percentile, the maximum, the mean
+//! and the standard deviation are the largest over the CPUs, the minimum the smallest, and the
+//! count the sum. Study tables, `runs`, `compare`, `report`, the HTML page and the analyses'
+//! `--run` inputs all give this figure, so one run's p99 is the same number everywhere
+//! (docs/json.md). The CPUs are pooled only where a test needs every sample (`compare`'s
+//! Mann–Whitney test), and the output says so.
 
 use crate::engine::record::new_histogram;
 use crate::store::append::AppendFile;
@@ -48,7 +57,7 @@ pub struct Percentiles {
 }
 
 impl Percentiles {
-    /// The value at one of [`QUANTILES`] by its name (`"p99.9"`).
+    /// The value at one of [`QUANTILES`] by its name (`"p99.9"`), or the maximum (`"max"`).
     pub fn get(&self, name: &str) -> Option<u64> {
         Some(match name {
             "p50" => self.p50,
@@ -58,6 +67,7 @@ impl Percentiles {
             "p99.99" => self.p99_99,
             "p99.999" => self.p99_999,
             "p99.9999" => self.p99_9999,
+            "max" => self.max.max(0) as u64,
             _ => return None,
         })
     }
@@ -103,6 +113,29 @@ pub fn percentiles(
         p99_999: q(0.99999),
         p99_9999: q(0.999999),
         max: exact_max.unwrap_or(h.max() as i64),
+    })
+}
+
+/// The whole-run figures of several CPUs' distributions: the worst CPU's, figure by figure
+/// (each percentile, the maximum, the mean and the standard deviation the largest over the
+/// CPUs; the minimum the smallest; the count the sum). `None` when no CPU has samples.
+///
+/// The figures of one CPU are this function's answer for a run on that CPU alone, so a
+/// one-CPU run reads the same either way.
+pub fn worst_cpu<'a>(per_cpu: impl IntoIterator<Item = &'a Percentiles>) -> Option<Percentiles> {
+    per_cpu.into_iter().cloned().reduce(|a, b| Percentiles {
+        count: a.count + b.count,
+        min: a.min.min(b.min),
+        mean: a.mean.max(b.mean),
+        stddev: a.stddev.max(b.stddev),
+        p50: a.p50.max(b.p50),
+        p90: a.p90.max(b.p90),
+        p99: a.p99.max(b.p99),
+        p99_9: a.p99_9.max(b.p99_9),
+        p99_99: a.p99_99.max(b.p99_99),
+        p99_999: a.p99_999.max(b.p99_999),
+        p99_9999: a.p99_9999.max(b.p99_9999),
+        max: a.max.max(b.max),
     })
 }
 
@@ -371,6 +404,24 @@ mod tests {
         assert_eq!(g.iter().map(|b| b.count).sum::<u64>(), 5);
         assert_eq!(count_above(&h, 100_000), 3);
         assert_eq!(count_above(&h, 10_000_000), 0);
+    }
+
+    #[test]
+    fn the_worst_cpu_is_each_figures_largest() {
+        let a = percentiles(&histogram_of([10u64, 20, 30, 4000]), Some(10), Some(4000)).expect("a");
+        let b = percentiles(&histogram_of([1u64, 500, 600, 700]), Some(1), Some(700)).expect("b");
+        let w = worst_cpu([&a, &b]).expect("two CPUs");
+        assert_eq!(w.count, 8);
+        assert_eq!(w.min, 1);
+        assert_eq!(w.max, 4000);
+        // The median comes from b, the maximum from a: each figure is its own worst.
+        assert_eq!(w.p50, b.p50);
+        assert!(w.p50 > a.p50);
+        assert_eq!(w.get("max"), Some(4000));
+        assert_eq!(w.mean, a.mean.max(b.mean));
+        // One CPU's figures are its own.
+        assert_eq!(worst_cpu([&a]), Some(a.clone()));
+        assert_eq!(worst_cpu(std::iter::empty()), None);
     }
 
     #[test]

@@ -3,9 +3,15 @@
 //! thread. This is how a schedulability analysis is "fed by measured numbers": Cota-Robles &
 //! Held's pseudo worst case (seed 000 §5.2) takes a latency at a chosen percentile as release
 //! jitter, and a measured execution time as a task's C.
+//!
+//! A run of several CPUs (or LAT threads) gives its worst one unless one is chosen: the CPU
+//! whose figure at the requested percentile is the largest (p99.9 when the analysis takes the
+//! whole distribution), and that figure is the one its summary, study tables, `runs` and
+//! `compare` give (docs/json.md, "One figure, one name").
 
 use crate::analysis::distribution::Distribution;
 use crate::engine::record::new_histogram;
+use crate::histo::{Percentiles, QUANTILES};
 use crate::store::table::{tables, TableReader};
 use crate::store::{ReadError, RunReader};
 use crate::units::Nanos;
@@ -21,6 +27,36 @@ pub struct Latency {
     pub rate_hz: f64,
     /// What the samples are, for people: `CPU 1 of timer run X`.
     pub description: String,
+    /// The summary's figures of the chosen CPU (timer runs), which [`Latency::value_at`] gives
+    /// so that a percentile reads the same here as in every other output.
+    pub figures: Option<Percentiles>,
+}
+
+/// The percentile by which a run's worst CPU or thread is chosen when the analysis takes the
+/// whole distribution (`analyze worst-case --run`, `analyze mttf --run`).
+pub const WORST_BY: f64 = 0.999;
+
+impl Latency {
+    /// The value at quantile `q` (1 for the maximum): the summary's figure where it has one,
+    /// else the nearest-rank value of the distribution.
+    pub fn value_at(&self, q: f64) -> Option<i64> {
+        let named = self
+            .figures
+            .as_ref()
+            .and_then(|f| f.get(percentile_name(q)?).map(|v| v as i64));
+        named.or_else(|| self.distribution.quantile(q))
+    }
+}
+
+/// The name of one of [`QUANTILES`] (`p99.9`), or `max` for 1.
+pub fn percentile_name(q: f64) -> Option<&'static str> {
+    if q >= 1.0 {
+        return Some("max");
+    }
+    QUANTILES
+        .iter()
+        .find(|(x, _)| (x - q).abs() < 1e-12)
+        .map(|(_, n)| *n)
 }
 
 /// Why a `RUN@PERCENTILE` argument or a percentile name cannot be read.
@@ -40,6 +76,9 @@ pub fn parse_quantile(name: &str) -> Result<f64, SpecError> {
         return Ok(1.0);
     }
     let bad = || SpecError::Percentile(name.to_string());
+    if let Some((q, _)) = QUANTILES.iter().find(|(_, n)| *n == name) {
+        return Ok(*q);
+    }
     let digits = name.strip_prefix('p').ok_or_else(bad)?;
     match digits.parse::<f64>() {
         Ok(p) if p > 0.0 && p <= 100.0 => Ok(p / 100.0),
@@ -91,6 +130,27 @@ fn choose(
     }
 }
 
+/// Chooses among `candidates` (number and figure): `select` when given, else the only one, else
+/// the one with the largest figure (the lowest number among equals). Returns the number and
+/// whether it was picked as the worst of several.
+fn pick(
+    candidates: &[(usize, i64)],
+    select: Option<usize>,
+    what: &'static str,
+    run: &Path,
+) -> Result<(usize, bool), InputError> {
+    let ids: Vec<usize> = candidates.iter().map(|c| c.0).collect();
+    if select.is_some() || ids.len() < 2 {
+        return choose(&ids, select, what, run).map(|n| (n, false));
+    }
+    let worst = candidates
+        .iter()
+        .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
+        .map(|c| c.0)
+        .unwrap_or(0);
+    Ok((worst, true))
+}
+
 fn list(v: &[usize]) -> String {
     v.iter()
         .map(|x| x.to_string())
@@ -127,9 +187,14 @@ fn unusable(s: String) -> InputError {
 }
 
 /// The latency distribution of a run: the corrected lateness of one CPU of a `timer` run (its
-/// whole-run histogram, three significant digits), or the lateness of one LAT thread of an
-/// `hourglass` run. `select` chooses the CPU or thread when the run has several.
-pub fn latency_from_run(path: &Path, select: Option<usize>) -> Result<Latency, InputError> {
+/// whole-run histogram, three significant digits, with the summary's exact figures), or the
+/// lateness of one LAT thread of an `hourglass` run. `select` chooses the CPU or thread; without
+/// it a run of several gives the one whose figure at quantile `by` is the largest.
+pub fn latency_from_run(
+    path: &Path,
+    select: Option<usize>,
+    by: f64,
+) -> Result<Latency, InputError> {
     let r = RunReader::open(path)?;
     let summary: serde_json::Value =
         serde_json::from_slice(&r.read("summary.json")?).map_err(|e| {
@@ -138,11 +203,34 @@ pub fn latency_from_run(path: &Path, select: Option<usize>) -> Result<Latency, I
                 path.display()
             ))
         })?;
+    let by_name = percentile_name(by).map_or_else(|| format!("q = {by}"), str::to_string);
     match r.manifest.kind.as_str() {
         "timer" => {
             let totals = crate::store::data::totals(&r)?;
-            let cpus: Vec<usize> = totals.cpus.keys().copied().collect();
-            let cpu = choose(&cpus, select, "CPU", path)?;
+            let figures: std::collections::BTreeMap<usize, Percentiles> = summary["cpus"]
+                .as_array()
+                .map(Vec::as_slice)
+                .unwrap_or(&[])
+                .iter()
+                .filter_map(|c| {
+                    let cpu = c["cpu"].as_u64()? as usize;
+                    Some((cpu, serde_json::from_value(c["lateness_ns"].clone()).ok()?))
+                })
+                .collect();
+            let candidates: Vec<(usize, i64)> = totals
+                .cpus
+                .iter()
+                .map(|(&cpu, t)| {
+                    let l = Latency {
+                        distribution: Distribution::from_histogram(&t.main),
+                        rate_hz: 0.0,
+                        description: String::new(),
+                        figures: figures.get(&cpu).cloned(),
+                    };
+                    (cpu, l.value_at(by).unwrap_or(0))
+                })
+                .collect();
+            let (cpu, worst) = pick(&candidates, select, "CPU", path)?;
             let h = &totals.cpus[&cpu].main;
             let interval = summary["interval_ns"].as_u64().unwrap_or(0);
             if interval == 0 {
@@ -151,14 +239,20 @@ pub fn latency_from_run(path: &Path, select: Option<usize>) -> Result<Latency, I
                     path.display()
                 )));
             }
+            let which = if worst {
+                format!("CPU {cpu} (the worst of {} by {by_name})", candidates.len())
+            } else {
+                format!("CPU {cpu}")
+            };
             Ok(Latency {
                 distribution: Distribution::from_histogram(h),
                 rate_hz: 1e9 / interval as f64,
                 description: format!(
-                    "corrected lateness of CPU {cpu} in timer run {} ({} releases, three significant digits)",
+                    "corrected lateness of {which} in timer run {} ({} releases)",
                     r.manifest.id,
                     h.len()
                 ),
+                figures: figures.get(&cpu).cloned(),
             })
         }
         "hourglass" => {
@@ -178,8 +272,14 @@ pub fn latency_from_run(path: &Path, select: Option<usize>) -> Result<Latency, I
                 }
                 Ok(())
             })?;
-            let threads: Vec<usize> = per.keys().copied().collect();
-            let th = choose(&threads, select, "thread", path)?;
+            let candidates: Vec<(usize, i64)> = per
+                .iter()
+                .map(|(&th, h)| {
+                    let d = Distribution::from_histogram(h);
+                    (th, d.quantile(by).unwrap_or(0))
+                })
+                .collect();
+            let (th, worst) = pick(&candidates, select, "thread", path)?;
             let h = &per[&th];
             let active = summary["threads"][th]["active_ns"].as_u64().unwrap_or(0);
             if active == 0 {
@@ -188,14 +288,23 @@ pub fn latency_from_run(path: &Path, select: Option<usize>) -> Result<Latency, I
                     path.display()
                 )));
             }
+            let which = if worst {
+                format!(
+                    "LAT thread {th} (the worst of {} by {by_name})",
+                    candidates.len()
+                )
+            } else {
+                format!("LAT thread {th}")
+            };
             Ok(Latency {
                 rate_hz: h.len() as f64 * 1e9 / active as f64,
                 distribution: Distribution::from_histogram(h),
                 description: format!(
-                    "lateness of LAT thread {th} in hourglass run {} ({} wakeups, three significant digits)",
+                    "lateness of {which} in hourglass run {} ({} wakeups, three significant digits)",
                     r.manifest.id,
                     h.len()
                 ),
+                figures: None,
             })
         }
         other => Err(unusable(format!(
@@ -294,6 +403,11 @@ mod tests {
     fn percentiles_and_run_specs() {
         assert_eq!(parse_quantile("p50"), Ok(0.5));
         assert!((parse_quantile("p99.99").expect("q") - 0.9999).abs() < 1e-12);
+        // The named percentiles are the constants every output uses, bit for bit.
+        assert_eq!(parse_quantile("p99.9"), Ok(0.999));
+        assert_eq!(percentile_name(0.999), Some("p99.9"));
+        assert_eq!(percentile_name(1.0), Some("max"));
+        assert_eq!(percentile_name(0.995), None);
         assert_eq!(parse_quantile("max"), Ok(1.0));
         assert!(parse_quantile("99").is_err());
         assert!(parse_quantile("p0").is_err());
@@ -302,6 +416,26 @@ mod tests {
         assert_eq!((run, q, sel), (PathBuf::from("runs/a@b"), 0.99, Some(1)));
         assert!(parse_run_at("runs/x").is_err());
         assert!(parse_run_at("runs/x@p99:z").is_err());
+    }
+
+    #[test]
+    fn several_streams_give_the_worst() {
+        let p = Path::new("r");
+        assert_eq!(
+            pick(&[(0, 5), (1, 9)], None, "CPU", p).expect("worst"),
+            (1, true)
+        );
+        // Equal figures: the lowest number.
+        assert_eq!(
+            pick(&[(0, 9), (1, 9)], None, "CPU", p).expect("tie"),
+            (0, true)
+        );
+        assert_eq!(
+            pick(&[(0, 5), (1, 9)], Some(0), "CPU", p).expect("chosen"),
+            (0, false)
+        );
+        assert_eq!(pick(&[(3, 5)], None, "CPU", p).expect("one"), (3, false));
+        assert!(pick(&[(0, 5)], Some(2), "CPU", p).is_err());
     }
 
     #[test]

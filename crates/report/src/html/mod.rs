@@ -247,31 +247,59 @@ fn timer(r: &RunReader) -> Result<String, ExportError> {
     );
     sections::header(&mut p, r);
     p.section("Key figures");
-    let rows: Vec<Vec<String>> = s
+    let key_row = |cpu: String,
+                   policy: String,
+                   releases: u64,
+                   missed: u64,
+                   l: Option<&sandglass::histo::Percentiles>,
+                   per_wakeup: Option<f64>| {
+        let q = |f: fn(&sandglass::histo::Percentiles) -> u64| {
+            l.map(|l| time(f(l))).unwrap_or_else(|| "-".into())
+        };
+        vec![
+            cpu,
+            policy,
+            crate::text::count(releases),
+            crate::text::count(missed),
+            q(|l| l.p50),
+            q(|l| l.p99),
+            q(|l| l.p99_9),
+            q(|l| l.p99_99),
+            q(|l| l.max.max(0) as u64),
+            per_wakeup
+                .map(|x| time(x.round() as u64))
+                .unwrap_or_else(|| "-".into()),
+        ]
+    };
+    let mut rows: Vec<Vec<String>> = s
         .cpus
         .iter()
         .map(|c| {
-            let l = c.lateness_ns.as_ref();
-            let q = |f: fn(&sandglass::histo::Percentiles) -> u64| {
-                l.map(|l| time(f(l))).unwrap_or_else(|| "-".into())
-            };
-            vec![
+            key_row(
                 c.cpu.to_string(),
                 c.policy.clone().unwrap_or_else(|| "-".into()),
-                crate::text::count(c.count),
-                crate::text::count(c.missed_releases),
-                q(|l| l.p50),
-                q(|l| l.p99),
-                q(|l| l.p99_9),
-                q(|l| l.p99_99),
-                l.map(|l| time(l.max.max(0) as u64))
-                    .unwrap_or_else(|| "-".into()),
-                c.cpu_time_per_wakeup_ns
-                    .map(|x| time(x.round() as u64))
-                    .unwrap_or_else(|| "-".into()),
-            ]
+                c.count,
+                c.missed_releases,
+                c.lateness_ns.as_ref(),
+                c.cpu_time_per_wakeup_ns,
+            )
         })
         .collect();
+    if s.cpus.len() > 1 {
+        let worst =
+            sandglass::histo::worst_cpu(s.cpus.iter().filter_map(|c| c.lateness_ns.as_ref()));
+        rows.push(key_row(
+            "worst CPU".into(),
+            "-".into(),
+            s.cpus.iter().map(|c| c.count).sum(),
+            s.cpus.iter().map(|c| c.missed_releases).sum(),
+            worst.as_ref(),
+            s.cpus
+                .iter()
+                .filter_map(|c| c.cpu_time_per_wakeup_ns)
+                .reduce(f64::max),
+        ));
+    }
     p.table(
         &[
             "CPU",
@@ -288,7 +316,7 @@ fn timer(r: &RunReader) -> Result<String, ExportError> {
         &rows,
         &[],
     );
-    p.text("Lateness is measured from each release time, missed releases included with their true lateness (no coordinated omission).");
+    p.text("Lateness is measured from each release time, missed releases included with their true lateness (no coordinated omission). The worst CPU row gives each figure's largest over the CPUs (releases and missed releases summed), the figure study tables, runs and compare give for the run.");
 
     let series = distributions(r)?;
     let not_positive: u64 = series.iter().map(Named::not_positive).sum();
@@ -436,7 +464,7 @@ fn noise(r: &RunReader) -> Result<String, ExportError> {
     );
     sections::header(&mut p, r);
     p.section("Key figures");
-    let rows: Vec<Vec<String>> = s
+    let mut rows: Vec<Vec<String>> = s
         .cpus
         .iter()
         .map(|c| {
@@ -458,6 +486,33 @@ fn noise(r: &RunReader) -> Result<String, ExportError> {
             ]
         })
         .collect();
+    if s.cpus.len() > 1 {
+        // Each figure's largest over the CPUs, as runs and compare give the run's figures.
+        let worst =
+            sandglass::histo::worst_cpu(s.cpus.iter().filter_map(|c| c.percentiles_ns.as_ref()));
+        let q = |f: fn(&sandglass::histo::Percentiles) -> u64| {
+            worst
+                .as_ref()
+                .map(|l| time(f(l)))
+                .unwrap_or_else(|| "-".into())
+        };
+        rows.push(vec![
+            "worst CPU".into(),
+            "-".into(),
+            crate::text::percent(s.cpus.iter().map(|c| c.noise_share).fold(0.0, f64::max)),
+            crate::text::count(s.cpus.iter().map(|c| c.interruptions).sum()),
+            format!(
+                "{:.0}",
+                s.cpus
+                    .iter()
+                    .map(|c| c.interruptions_per_s)
+                    .fold(0.0, f64::max)
+            ),
+            q(|l| l.p50),
+            q(|l| l.p99),
+            time(s.cpus.iter().map(|c| c.max_ns).max().unwrap_or(0)),
+        ]);
+    }
     p.table(
         &[
             "CPU",

@@ -114,7 +114,8 @@ pub fn page(o: &StudyOutcome) -> Result<String, ExportError> {
                 v.extend(
                     row.values
                         .iter()
-                        .map(|x| x.map(crate::study::figure).unwrap_or_else(|| "-".into())),
+                        .zip(&t.columns)
+                        .map(|(x, c)| crate::study::cell_value(c, *x)),
                 );
                 v
             })

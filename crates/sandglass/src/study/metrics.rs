@@ -204,6 +204,7 @@ pub fn noise(r: &NoiseResult) -> Metrics {
         if let Some(p) = &c.percentiles_ns {
             keep_max(&mut m, "int_p50_us", p.p50 as f64 / 1e3);
             keep_max(&mut m, "int_p99_us", p.p99 as f64 / 1e3);
+            keep_max(&mut m, "int_p99_9_us", p.p99_9 as f64 / 1e3);
             keep_max(&mut m, "int_p99_99_us", p.p99_99 as f64 / 1e3);
         }
         add(&mut m, "interruptions", c.interruptions as f64);
