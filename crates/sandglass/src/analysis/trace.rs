@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// One interval of CPU time, in nanoseconds from the start of the run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Interval {
     pub thread: u16,
     pub cpu: u32,
@@ -25,7 +25,7 @@ pub struct Interval {
 }
 
 /// Context switches seen in a trace.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Switches {
     pub count: u64,
     pub voluntary: u64,
@@ -41,7 +41,7 @@ pub struct Switches {
 }
 
 /// How much of a CPU's time the trace accounts for.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Coverage {
     pub cpu: u32,
     /// Sum of record durations on this CPU.
