@@ -21,7 +21,9 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 /// Which clock the gap detector polls, as the user asked (`--counter`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum CounterChoice {
     /// The cycle counter when it is constant and non-stop, otherwise CLOCK_MONOTONIC_RAW.

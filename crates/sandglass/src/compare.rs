@@ -402,7 +402,12 @@ pub fn compare(runs: &[RunData], o: &Options) -> Result<Report, CompareError> {
     };
     for f in gated {
         for g in &o.fail_above {
-            if let Some(v) = f.values.iter().find(|v| v.name == g.figure).map(|v| &v.value) {
+            if let Some(v) = f
+                .values
+                .iter()
+                .find(|v| v.name == g.figure)
+                .map(|v| &v.value)
+            {
                 if *v > g.limit {
                     crossed.push(Crossed {
                         run: f.run.clone(),

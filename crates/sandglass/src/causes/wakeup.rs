@@ -31,7 +31,9 @@ use crate::histo::{percentiles, Histogram, Percentiles};
 use serde::{Deserialize, Serialize};
 
 /// One wakeup of a measuring thread: its times, CLOCK_MONOTONIC ns, each when the trace had it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct Activation {
     pub cpu: usize,
     pub tid: i32,

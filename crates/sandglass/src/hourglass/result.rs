@@ -94,7 +94,7 @@ pub struct TraceSummary {
 }
 
 /// The version of `summary.json` of Hourglass runs.
-pub const JSON_SCHEMA: &str = "sandglass-hourglass/2";
+pub const JSON_SCHEMA: &str = "sandglass-hourglass/3";
 
 /// The whole result.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

@@ -277,6 +277,18 @@ pub fn cells(s: &StudyFile) -> Vec<Cell> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_source_is_written_in_lower_case_and_read_in_either_case() {
+        let b = Source::Builtin("quick".into());
+        let written = serde_json::to_string(&b).expect("writes");
+        assert_eq!(written, r#"{"builtin":"quick"}"#);
+        for old in [r#"{"Builtin":"quick"}"#, written.as_str()] {
+            assert_eq!(serde_json::from_str::<Source>(old).expect("reads"), b);
+        }
+        let f: Source = serde_json::from_str(r#"{"File":"a.toml"}"#).expect("reads");
+        assert_eq!(f, Source::File("a.toml".into()));
+    }
+
     fn study(text: &str) -> StudyFile {
         file::parse(Path::new("t.toml"), text, &|_| Ok(())).expect("parses")
     }
