@@ -196,46 +196,59 @@ fn errors(schema: &Value, value: &Value) -> Vec<String> {
         .collect()
 }
 
-/// `schema` with its `$ref`s into `#/$defs/` followed, and an `anyOf` or `oneOf` reduced to
-/// the branch that `value` fits.
-fn resolve<'a>(root: &'a Value, schema: &'a Value, value: &Value) -> &'a Value {
+/// The schemas that apply to `value` under `schema`: `schema` itself with its `$ref`s into
+/// `#/$defs/` followed, and the branches of its `anyOf`, `oneOf` or `allOf` that `value` fits
+/// (an internally tagged enum beside a struct's own fields is a `oneOf` beside `properties`).
+fn applying<'a>(root: &'a Value, schema: &'a Value, value: &Value, out: &mut Vec<&'a Value>) {
     if let Some(r) = schema.get("$ref").and_then(Value::as_str) {
         let name = r.trim_start_matches("#/$defs/");
-        return resolve(root, &root["$defs"][name], value);
+        return applying(root, &root["$defs"][name], value, out);
     }
-    for key in ["anyOf", "oneOf"] {
-        if let Some(branches) = schema.get(key).and_then(Value::as_array) {
-            let fits = |b: &Value| {
-                let mut alone = b.clone();
-                alone["$defs"] = root["$defs"].clone();
-                errors(&alone, value).is_empty()
-            };
-            if let Some(b) = branches.iter().find(|b| fits(b)) {
-                return resolve(root, b, value);
+    out.push(schema);
+    for key in ["anyOf", "oneOf", "allOf"] {
+        for b in schema
+            .get(key)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let mut alone = b.clone();
+            alone["$defs"] = root["$defs"].clone();
+            if errors(&alone, value).is_empty() {
+                applying(root, b, value, out);
+                if key != "allOf" {
+                    break;
+                }
             }
         }
     }
-    schema
 }
 
 /// Keys of `value` that its schema does not declare, as JSON pointers.
 fn undocumented(root: &Value, schema: &Value, value: &Value, path: &str, out: &mut Vec<String>) {
-    let schema = resolve(root, schema, value);
+    let mut schemas = Vec::new();
+    applying(root, schema, value, &mut schemas);
+    let find = |key: &str| schemas.iter().find_map(|s| s.get(key));
     match value {
         Value::Object(map) => {
-            let props = schema.get("properties").and_then(Value::as_object);
-            let rest = schema.get("additionalProperties").filter(|a| a.is_object());
+            // Maps with numeric keys (`per_cpu`) declare them by pattern.
+            let numbered = find("patternProperties").and_then(|p| p.get("^\\d+$"));
+            // A map open on purpose (a catalog row's `figures`) says `additionalProperties`.
+            let rest = find("additionalProperties").filter(|a| *a != &Value::Bool(false));
             for (k, v) in map {
-                match (props.and_then(|p| p.get(k)), rest) {
-                    (Some(s), _) | (None, Some(s)) => {
-                        undocumented(root, s, v, &format!("{path}/{k}"), out)
-                    }
-                    (None, None) => out.push(format!("{path}/{k}")),
+                let declared = schemas
+                    .iter()
+                    .find_map(|s| s.get("properties").and_then(|p| p.get(k)));
+                let by_pattern = numbered.filter(|_| k.bytes().all(|b| b.is_ascii_digit()));
+                match declared.or(by_pattern).or(rest) {
+                    Some(Value::Bool(true)) => {}
+                    Some(s) => undocumented(root, s, v, &format!("{path}/{k}"), out),
+                    None => out.push(format!("{path}/{k}")),
                 }
             }
         }
         Value::Array(items) => {
-            if let Some(s) = schema.get("items") {
+            if let Some(s) = find("items") {
                 for (i, v) in items.iter().enumerate() {
                     undocumented(root, s, v, &format!("{path}/{i}"), out);
                 }
@@ -383,7 +396,7 @@ fn bench_and_runs_json_match_their_schemas() {
             vec![
                 "timer-overhead",
                 "--rates",
-                "100",
+                "100,2000",
                 "--phase",
                 "20ms",
                 "--repeat",
