@@ -704,7 +704,7 @@ fn ctxsw_cmd(s: &CtxswArgs) -> Result<u8, Failure> {
         let hist: Vec<String> = sw
             .histogram
             .iter()
-            .map(|(up, n)| format!("<={} {n}", Nanos(*up)))
+            .map(|b| format!("<={} {}", Nanos(b.upper_ns), b.count))
             .collect();
         writeln!(w, "  histogram: {}", hist.join(", "))
     })

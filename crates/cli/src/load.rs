@@ -40,11 +40,11 @@ pub struct LoadArgs {
 }
 
 /// The version of `sandglass load --json` described by `docs/schema/load.schema.json`.
-const JSON_SCHEMA: &str = "sandglass-load/1";
+pub const JSON_SCHEMA: &str = "sandglass-load/1";
 
 /// What `sandglass load` prints with `--json`.
-#[derive(Serialize)]
-struct LoadRun<'a> {
+#[derive(Serialize, schemars::JsonSchema)]
+pub struct LoadRun<'a> {
     schema: &'static str,
     profile: String,
     /// The requested run time.

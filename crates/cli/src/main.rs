@@ -13,6 +13,7 @@ mod load;
 mod noise;
 mod report;
 mod runs;
+mod schema;
 mod study;
 mod sysinfo;
 mod timer;
@@ -74,6 +75,12 @@ enum Command {
     Compare(compare::CompareArgs),
     /// Measure the cycle counter and the polling loop's iteration times on one CPU
     Calibrate(calibrate::CalibrateArgs),
+    /// Print the JSON Schema of a `--json` output (timer, noise, hourglass, study, load,
+    /// bench-KIND, compare, runs, sysinfo), as committed in docs/schema/
+    Schema {
+        /// The output's kind, as in its `schema` field (`sandglass-KIND/N`)
+        kind: String,
+    },
     /// Print the system snapshot that every run records
     Sysinfo {
         /// Print JSON instead of text
@@ -145,6 +152,7 @@ fn main() -> ExitCode {
         Command::Runs(a) => runs::runs(a),
         Command::Report(a) => report::report(a),
         Command::Calibrate(a) => calibrate::calibrate(a),
+        Command::Schema { kind } => schema::schema(kind),
         Command::Sysinfo { json } => sysinfo::sysinfo(*json),
     };
     match result {

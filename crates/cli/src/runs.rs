@@ -284,6 +284,26 @@ fn filter(c: &Catalog, a: &ListArgs) -> Result<Filter, Failure> {
     })
 }
 
+/// The version of `sandglass runs list --json`.
+pub const JSON_SCHEMA: &str = "sandglass-runs/1";
+
+/// `sandglass runs list --json`: the matching rows of the catalog, newest first.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub struct RunList {
+    /// [`JSON_SCHEMA`].
+    pub schema: &'static str,
+    pub runs: Vec<Entry>,
+}
+
+impl Default for RunList {
+    fn default() -> RunList {
+        RunList {
+            schema: JSON_SCHEMA,
+            runs: Vec::new(),
+        }
+    }
+}
+
 fn list(a: &ListArgs) -> Result<u8, Failure> {
     let Some(c) = open_existing()? else {
         if a.study.is_some() {
@@ -298,7 +318,7 @@ fn list(a: &ListArgs) -> Result<u8, Failure> {
             }
         }
         if a.json {
-            print_json(&Vec::<Entry>::new())?;
+            print_json(&RunList::default())?;
         } else {
             eprintln!(
                 "sandglass: no runs: {} does not exist (set SANDGLASS_RUNS_DIR to the runs directory)",
@@ -310,7 +330,10 @@ fn list(a: &ListArgs) -> Result<u8, Failure> {
     let f = filter(&c, a)?;
     let entries = c.list(&f).map_err(fail)?;
     if a.json {
-        print_json(&entries)?;
+        print_json(&RunList {
+            schema: JSON_SCHEMA,
+            runs: entries,
+        })?;
         return Ok(0);
     }
     if entries.is_empty() {

@@ -18,7 +18,8 @@ fn catalog_row(runs: &Path, id: &str) -> Value {
     let o = run(runs, &["runs", "--all", "--json"]);
     assert_eq!(o.code, Some(0), "{}", o.stderr);
     let v: Value = serde_json::from_str(&o.stdout).unwrap();
-    v.as_array()
+    v["runs"]
+        .as_array()
         .unwrap()
         .iter()
         .find(|r| r["id"] == id)

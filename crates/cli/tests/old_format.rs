@@ -177,7 +177,7 @@ fn old_runs_are_imported_into_the_catalog() {
         ok(&runs, &["runs", "import", copy.to_str().unwrap()]);
     }
     let v: Value = serde_json::from_str(&ok(&runs, &["runs", "--all", "--json"])).unwrap();
-    let kinds: Vec<&str> = v
+    let kinds: Vec<&str> = v["runs"]
         .as_array()
         .unwrap()
         .iter()

@@ -43,8 +43,7 @@ fn usage_error(runs: &Path, args: &[&str], needles: &[&str]) -> String {
 /// The catalog's rows, cells included, as JSON.
 fn rows(runs: &Path) -> Vec<Value> {
     let text = ok(runs, &["runs", "--all", "--json"]);
-    serde_json::from_str::<Value>(&text)
-        .unwrap()
+    serde_json::from_str::<Value>(&text).unwrap()["runs"]
         .as_array()
         .unwrap()
         .clone()
@@ -115,8 +114,7 @@ fn a_timer_run_is_listed_shown_filtered_and_removed() {
         let mut all = vec!["runs", "--json"];
         all.extend_from_slice(args);
         let text = ok(&runs, &all);
-        serde_json::from_str::<Value>(&text)
-            .unwrap()
+        serde_json::from_str::<Value>(&text).unwrap()["runs"]
             .as_array()
             .unwrap()
             .len()
@@ -312,7 +310,7 @@ fn a_run_killed_with_sigkill_is_marked_incomplete_by_the_next_start() {
         o.stderr
     );
     let v: Value = serde_json::from_str(&o.stdout).unwrap();
-    let row = v
+    let row = v["runs"]
         .as_array()
         .unwrap()
         .iter()

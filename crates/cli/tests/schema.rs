@@ -13,25 +13,159 @@ use common::{is_root, lock, skip};
 
 use assert_cmd::Command;
 use serde_json::Value;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// Every versioned output, as `sandglass schema` names them.
+const KINDS: [&str; 14] = [
+    "timer",
+    "noise",
+    "hourglass",
+    "study",
+    "load",
+    "bench-copy",
+    "bench-ipc",
+    "bench-ctxsw",
+    "bench-file",
+    "bench-timer-overhead",
+    "bench-budget",
+    "compare",
+    "runs",
+    "sysinfo",
+];
+
+fn schema_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/schema")
+}
+
+/// The committed schema of `name`.
 fn schema(name: &str) -> Value {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../docs/schema")
-        .join(format!("{name}.schema.json"));
+    let path = schema_dir().join(format!("{name}.schema.json"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// Runs `sandglass ARGS` with its runs in a temporary directory and returns its JSON output.
-fn json_of(args: &[&str]) -> Value {
-    let tmp = tempfile::tempdir().unwrap();
+/// The schema of `name` as `sandglass schema` derives it from the types, as text.
+fn generated(name: &str) -> String {
+    let out = Command::cargo_bin("sandglass")
+        .unwrap()
+        .args(["schema", name])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "sandglass schema {name}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn committed_schemas_are_the_generated_ones() {
+    let bless = std::env::var_os("SANDGLASS_BLESS").is_some_and(|v| v == "1");
+    let mut stale = Vec::new();
+    for name in KINDS {
+        let path = schema_dir().join(format!("{name}.schema.json"));
+        let fresh = generated(name);
+        if std::fs::read_to_string(&path).ok().as_deref() != Some(fresh.as_str()) {
+            if bless {
+                std::fs::write(&path, &fresh).unwrap();
+            } else {
+                stale.push(path.display().to_string());
+            }
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "these schemas differ from the result types: {stale:?}; review the change, raise the \
+         version where a field was removed, renamed or retyped (docs/json.md), and rewrite them \
+         with SANDGLASS_BLESS=1 cargo test -p sandglass-cli --test schema committed"
+    );
+    // No schema is left that no output has.
+    for e in std::fs::read_dir(schema_dir()).unwrap() {
+        let file = e.unwrap().file_name().to_string_lossy().into_owned();
+        let kind = file.trim_end_matches(".schema.json");
+        assert!(
+            KINDS.contains(&kind),
+            "docs/schema/{file} describes no output"
+        );
+    }
+}
+
+#[test]
+fn schema_names_every_output_and_refuses_others() {
+    let out = Command::cargo_bin("sandglass")
+        .unwrap()
+        .args(["schema", "bogus"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let listed = err
+        .trim()
+        .rsplit_once("give one of ")
+        .unwrap_or_else(|| panic!("{err}"))
+        .1;
+    assert_eq!(listed.split(", ").collect::<Vec<_>>(), KINDS, "{err}");
+}
+
+#[test]
+fn no_output_has_pairs_or_rust_enum_names() {
+    fn walk(v: &Value, path: &str, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                if m.contains_key("prefixItems") {
+                    out.push(format!("{path}: a tuple; use an object with named fields"));
+                }
+                let names = m
+                    .get("enum")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .chain(m.get("const"))
+                    .filter_map(Value::as_str)
+                    .chain(
+                        m.get("properties")
+                            .and_then(Value::as_object)
+                            .into_iter()
+                            .flat_map(|p| p.keys().map(String::as_str)),
+                    );
+                for n in names {
+                    let mut c = n.chars();
+                    if c.next().is_some_and(|c| c.is_ascii_uppercase())
+                        && c.next().is_some_and(|c| c.is_ascii_lowercase())
+                    {
+                        out.push(format!(
+                            "{path}: '{n}' is a Rust name; rename it in snake_case"
+                        ));
+                    }
+                }
+                for (k, x) in m {
+                    walk(x, &format!("{path}/{k}"), out);
+                }
+            }
+            Value::Array(a) => {
+                for (i, x) in a.iter().enumerate() {
+                    walk(x, &format!("{path}/{i}"), out);
+                }
+            }
+            _ => {}
+        }
+    }
+    for name in KINDS {
+        let mut found = Vec::new();
+        walk(&schema(name), "", &mut found);
+        assert!(found.is_empty(), "{name}: {found:#?}");
+    }
+}
+
+/// Runs `sandglass ARGS` in `dir`, with its runs there too, and returns its JSON output.
+fn json_in(dir: &Path, args: &[&str]) -> Value {
     let out = Command::cargo_bin("sandglass")
         .unwrap()
         .args(args)
-        .env("SANDGLASS_RUNS_DIR", tmp.path())
-        .current_dir(tmp.path())
+        .env("SANDGLASS_RUNS_DIR", dir)
+        .current_dir(dir)
         .timeout(Duration::from_secs(300))
         .output()
         .unwrap();
@@ -48,6 +182,12 @@ fn json_of(args: &[&str]) -> Value {
     })
 }
 
+/// Runs `sandglass ARGS` with its runs in a temporary directory and returns its JSON output.
+fn json_of(args: &[&str]) -> Value {
+    let tmp = tempfile::tempdir().unwrap();
+    json_in(tmp.path(), args)
+}
+
 /// The validation errors of `value` against `schema`, one line each.
 fn errors(schema: &Value, value: &Value) -> Vec<String> {
     let v = jsonschema::draft202012::new(schema).expect("the schema compiles");
@@ -56,43 +196,59 @@ fn errors(schema: &Value, value: &Value) -> Vec<String> {
         .collect()
 }
 
-/// `schema` with its `$ref`s into `#/$defs/` followed, and a nullable `anyOf` reduced to the
-/// branch that fits `value`.
-fn resolve<'a>(root: &'a Value, schema: &'a Value, value: &Value) -> &'a Value {
+/// The schemas that apply to `value` under `schema`: `schema` itself with its `$ref`s into
+/// `#/$defs/` followed, and the branches of its `anyOf`, `oneOf` or `allOf` that `value` fits
+/// (an internally tagged enum beside a struct's own fields is a `oneOf` beside `properties`).
+fn applying<'a>(root: &'a Value, schema: &'a Value, value: &Value, out: &mut Vec<&'a Value>) {
     if let Some(r) = schema.get("$ref").and_then(Value::as_str) {
         let name = r.trim_start_matches("#/$defs/");
-        return resolve(root, &root["$defs"][name], value);
+        return applying(root, &root["$defs"][name], value, out);
     }
-    if let Some(branches) = schema.get("anyOf").and_then(Value::as_array) {
-        if !value.is_null() {
-            if let Some(b) = branches
-                .iter()
-                .find(|b| b.get("type") != Some(&"null".into()))
-            {
-                return resolve(root, b, value);
+    out.push(schema);
+    for key in ["anyOf", "oneOf", "allOf"] {
+        for b in schema
+            .get(key)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let mut alone = b.clone();
+            alone["$defs"] = root["$defs"].clone();
+            if errors(&alone, value).is_empty() {
+                applying(root, b, value, out);
+                if key != "allOf" {
+                    break;
+                }
             }
         }
     }
-    schema
 }
 
 /// Keys of `value` that its schema does not declare, as JSON pointers.
 fn undocumented(root: &Value, schema: &Value, value: &Value, path: &str, out: &mut Vec<String>) {
-    let schema = resolve(root, schema, value);
+    let mut schemas = Vec::new();
+    applying(root, schema, value, &mut schemas);
+    let find = |key: &str| schemas.iter().find_map(|s| s.get(key));
     match value {
         Value::Object(map) => {
-            let Some(props) = schema.get("properties").and_then(Value::as_object) else {
-                return;
-            };
+            // Maps with numeric keys (`per_cpu`) declare them by pattern.
+            let numbered = find("patternProperties").and_then(|p| p.get("^\\d+$"));
+            // A map open on purpose (a catalog row's `figures`) says `additionalProperties`.
+            let rest = find("additionalProperties").filter(|a| *a != &Value::Bool(false));
             for (k, v) in map {
-                match props.get(k) {
+                let declared = schemas
+                    .iter()
+                    .find_map(|s| s.get("properties").and_then(|p| p.get(k)));
+                let by_pattern = numbered.filter(|_| k.bytes().all(|b| b.is_ascii_digit()));
+                match declared.or(by_pattern).or(rest) {
+                    Some(Value::Bool(true)) => {}
                     Some(s) => undocumented(root, s, v, &format!("{path}/{k}"), out),
                     None => out.push(format!("{path}/{k}")),
                 }
             }
         }
         Value::Array(items) => {
-            if let Some(s) = schema.get("items") {
+            if let Some(s) = find("items") {
                 for (i, v) in items.iter().enumerate() {
                     undocumented(root, s, v, &format!("{path}/{i}"), out);
                 }
@@ -102,8 +258,8 @@ fn undocumented(root: &Value, schema: &Value, value: &Value, path: &str, out: &m
     }
 }
 
-/// Validates `value` against the schema `name` and checks that the schema catches a removed
-/// and a renamed field.
+/// Validates `value` against the schema `name`, checks that it declares every key of `value`
+/// and that it catches a renamed top-level field and the removal of each of `nested`.
 fn check(name: &str, value: &Value, nested: &[&str]) {
     let s = schema(name);
     let errs = errors(&s, value);
@@ -120,11 +276,17 @@ fn check(name: &str, value: &Value, nested: &[&str]) {
         .unwrap()
         .starts_with(&format!("sandglass-{name}/")));
 
+    let required: Vec<&str> = s["required"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
     let mut renamed = value.clone();
     let obj = renamed.as_object_mut().unwrap();
     let (k, v) = obj
         .iter()
-        .find(|(k, _)| k.as_str() != "schema")
+        .find(|(k, _)| k.as_str() != "schema" && required.contains(&k.as_str()))
         .map(|(k, v)| (k.clone(), v.clone()))
         .unwrap();
     obj.remove(&k);
@@ -151,7 +313,7 @@ fn check(name: &str, value: &Value, nested: &[&str]) {
 
 #[test]
 fn every_schema_is_a_valid_draft_2020_12_schema() {
-    for name in ["timer", "noise", "load", "study"] {
+    for name in KINDS {
         let s = schema(name);
         assert_eq!(
             s["$schema"], "https://json-schema.org/draft/2020-12/schema",
@@ -171,13 +333,177 @@ fn load_json_matches_its_schema() {
 }
 
 #[test]
+fn sysinfo_json_matches_its_schema() {
+    let v = json_of(&["sysinfo", "--json"]);
+    check("sysinfo", &v, &["/kernel_release"]);
+}
+
+#[test]
+fn bench_and_runs_json_match_their_schemas() {
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let shown = d.display().to_string();
+    let frame = d.join("frame.toml");
+    std::fs::write(
+        &frame,
+        "period = \"5ms\"\nframes = 4\npolicy = \"o:0\"\n\
+         [[step]]\nkind = \"compute\"\ntime = \"100us\"\n",
+    )
+    .unwrap();
+    let frame = frame.display().to_string();
+    let cases: [(&str, Vec<&str>, &[&str]); 6] = [
+        (
+            "bench-copy",
+            vec!["copy", "--sizes", "512", "--cell-time", "2ms"],
+            &["/cells/0/size_bytes"],
+        ),
+        (
+            "bench-ipc",
+            vec![
+                "ipc",
+                "--mech",
+                "pipe",
+                "--sizes",
+                "64",
+                "--cell-time",
+                "2ms",
+            ],
+            &[],
+        ),
+        (
+            "bench-ctxsw",
+            vec!["ctxsw", "--working-sets", "0", "--cell-time", "2ms"],
+            &[],
+        ),
+        (
+            "bench-file",
+            vec![
+                "file",
+                "--dir",
+                &shown,
+                "--size",
+                "256K",
+                "--block-sizes",
+                "4K",
+                "--methods",
+                "read",
+            ],
+            &[],
+        ),
+        (
+            "bench-timer-overhead",
+            vec![
+                "timer-overhead",
+                "--rates",
+                "100,2000",
+                "--phase",
+                "20ms",
+                "--repeat",
+                "1",
+                "--timers",
+                "hr",
+            ],
+            &[],
+        ),
+        (
+            "bench-budget",
+            vec!["budget", &frame, "--predict-samples", "10"],
+            &[],
+        ),
+    ];
+    for (name, args, nested) in cases {
+        let mut all = vec!["bench"];
+        all.extend(args);
+        all.push("--json");
+        let v = json_in(d, &all);
+        check(name, &v, nested);
+    }
+    let v = json_in(d, &["runs", "list", "--json"]);
+    assert_eq!(v["runs"].as_array().unwrap().len(), 6, "{v:#}");
+    check("runs", &v, &["/runs/0/figures"]);
+}
+
+#[test]
+fn compare_json_matches_its_schema() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs: Vec<String> = [1.0, 2.0]
+        .iter()
+        .enumerate()
+        .map(|(k, scale)| {
+            let dir = tmp.path().join(format!("r{k}"));
+            let samples: Vec<(u64, u64, i64, i64, bool)> = (0..2_000u64)
+                .map(|i| {
+                    (
+                        0,
+                        i,
+                        i as i64 * 1_000_000,
+                        (20_000 + i * 37 % 5_000) as i64,
+                        false,
+                    )
+                })
+                .map(|(c, i, t, l, m)| (c, i, t, (l as f64 * scale) as i64, m))
+                .collect();
+            sandglass_report::export::fixture::timer_run(&dir, &samples).unwrap();
+            dir.display().to_string()
+        })
+        .collect();
+    let v = json_of(&["compare", &runs[0], &runs[1], "--json"]);
+    check(
+        "compare",
+        &v,
+        &[
+            "/figures/0/values/0/value",
+            "/comparisons/0/changes/0/baseline",
+        ],
+    );
+}
+
+#[test]
+fn hourglass_summary_matches_its_schema() {
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = Command::cargo_bin("sandglass")
+        .unwrap()
+        .args([
+            "hourglass",
+            "-n",
+            "2",
+            "-d",
+            "1s",
+            "-t",
+            "1",
+            "-w",
+            "PERIODIC",
+            "2ms",
+            "10ms",
+            "-o",
+            "h",
+        ])
+        .env("SANDGLASS_RUNS_DIR", tmp.path())
+        .current_dir(tmp.path())
+        .timeout(Duration::from_secs(300))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(tmp.path().join("h/summary.json")).unwrap();
+    let v: Value = serde_json::from_str(&text).unwrap();
+    check("hourglass", &v, &["/switches/count", "/threads/0/workload"]);
+}
+
+#[test]
 fn timer_json_matches_its_schema() {
     if !is_root() {
         skip("needs root for SCHED_FIFO timer threads (CI runs as root)");
         return;
     }
     let _g = lock();
-    let v = json_of(&["timer", "-c", "1", "-d", "1s", "--json"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let v = json_in(tmp.path(), &["timer", "-c", "1", "-d", "1s", "--json"]);
     check(
         "timer",
         &v,
@@ -187,9 +513,13 @@ fn timer_json_matches_its_schema() {
             "/cpus/0/later_than/0/raw_count",
         ],
     );
+    // The run's summary.json is the same result.
+    let summary = Path::new(v["run_dir"].as_str().unwrap()).join("summary.json");
+    let saved: Value = serde_json::from_str(&std::fs::read_to_string(summary).unwrap()).unwrap();
+    check("timer", &saved, &[]);
     // With kernel events: the attribution, the wakeup paths and the IRQ and thread latency.
     mount_tracefs();
-    if !std::path::Path::new("/sys/kernel/tracing/events/sched/sched_switch").is_dir() {
+    if !Path::new("/sys/kernel/tracing/events/sched/sched_switch").is_dir() {
         skip("this kernel has no tracefs with sched_switch: --trace's fields are not checked");
         return;
     }
@@ -209,7 +539,7 @@ fn timer_json_matches_its_schema() {
 
 /// Mounts tracefs where it is not yet (sandglass would, but the test looks first).
 fn mount_tracefs() {
-    if !std::path::Path::new("/sys/kernel/tracing/events").is_dir() {
+    if !Path::new("/sys/kernel/tracing/events").is_dir() {
         let _ = std::process::Command::new("mount")
             .args(["-t", "tracefs", "nodev", "/sys/kernel/tracing"])
             .status();
@@ -239,12 +569,17 @@ fn study_json_matches_its_schema() {
     }
     let _g = lock();
     let v = json_of(&["study", "quick", "--duration-scale", "0.05", "--json"]);
+    assert_eq!(
+        v["record"]["source"],
+        serde_json::json!({"builtin": "quick"})
+    );
     check(
         "study",
         &v,
         &[
             "/record/cells/0/state",
             "/record/cells/0/labels/load",
+            "/record/source/builtin",
             "/tables/0/rows",
         ],
     );

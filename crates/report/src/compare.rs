@@ -49,8 +49,9 @@ pub fn write(w: &mut dyn Write, r: &Report) -> io::Result<()> {
     }
     rows.push(head);
     if let Some(base) = r.figures.first() {
-        for (k, (name, b)) in base.values.iter().enumerate() {
-            let mut row = vec![name.clone(), value(name, *b)];
+        for (k, f) in base.values.iter().enumerate() {
+            let name = &f.name;
+            let mut row = vec![name.clone(), value(name, f.value)];
             for c in &r.comparisons {
                 let ch = &c.changes[k];
                 let rel = ch
@@ -83,8 +84,8 @@ pub fn write(w: &mut dyn Write, r: &Report) -> io::Result<()> {
     for (i, c) in r.comparisons.iter().enumerate() {
         let letter = (b'A' + ((i + 1) % 26) as u8) as char;
         let p = c.p_value.map(p_value).unwrap_or_else(|| "= -".into());
-        let ci = |x: Option<(f64, f64)>| {
-            x.map(|(a, b)| format!("{}..{}", Nanos(a as u64), Nanos(b as u64)))
+        let ci = |x: Option<sandglass::compare::Interval>| {
+            x.map(|i| format!("{}..{}", Nanos(i.low_ns as u64), Nanos(i.high_ns as u64)))
                 .unwrap_or_else(|| "-".into())
         };
         writeln!(

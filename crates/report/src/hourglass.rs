@@ -385,7 +385,7 @@ pub fn write_summary(w: &mut dyn Write, r: &HourglassResult) -> io::Result<()> {
         let hist: Vec<String> = s
             .histogram
             .iter()
-            .map(|(up, n)| format!("<={} {}", Nanos(*up), count(*n)))
+            .map(|b| format!("<={} {}", Nanos(b.upper_ns), count(b.count)))
             .collect();
         writeln!(w, "#   histogram: {}", hist.join(", "))?;
     }

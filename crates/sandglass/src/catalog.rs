@@ -151,7 +151,7 @@ impl CatalogError {
 }
 
 /// One row of the catalog.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Entry {
     /// The run's id (its directory's name); a study's cells are `STUDY/CELL`.
     pub id: String,
@@ -194,14 +194,14 @@ pub struct Filter {
 }
 
 /// A directory that [`Catalog::rebuild`] left out, and why.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct Skipped {
     pub path: PathBuf,
     pub reason: String,
 }
 
 /// What [`Catalog::rebuild`] did.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct RebuildReport {
     /// Rows written.
     pub indexed: usize,
@@ -666,7 +666,7 @@ pub fn settle_dir(dir: &Path) -> Result<bool, CatalogError> {
 }
 
 /// The result of checking one listed file, for `runs show`.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct FileStatus {
     pub name: String,
     pub bytes: u64,

@@ -21,7 +21,9 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 /// Which clock the gap detector polls, as the user asked (`--counter`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum CounterChoice {
     /// The cycle counter when it is constant and non-stop, otherwise CLOCK_MONOTONIC_RAW.
@@ -34,7 +36,7 @@ pub enum CounterChoice {
 }
 
 /// Which counter a run polled.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CounterKind {
     /// x86_64 time-stamp counter, read with `lfence; rdtsc`.
@@ -85,7 +87,7 @@ impl Clock for RawClock {
 }
 
 /// The counter chosen for a run, and why.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CounterInfo {
     pub kind: CounterKind,
     /// `rdtscp` is used after gaps to read the counter and the CPU together.
@@ -166,7 +168,7 @@ pub fn read_counter(kind: CounterKind) -> u64 {
 }
 
 /// A counter value and a clock reading taken between two counter reads `width_ticks` apart.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ClockPair {
     pub counter: u64,
     pub clock_ns: u64,
@@ -174,7 +176,7 @@ pub struct ClockPair {
 }
 
 /// The counter paired with CLOCK_MONOTONIC_RAW and with CLOCK_MONOTONIC at one moment.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Anchor {
     pub monotonic_raw: ClockPair,
     pub monotonic: ClockPair,
@@ -211,7 +213,7 @@ pub fn anchor(kind: CounterKind) -> Anchor {
 }
 
 /// The counter's rate and its relation to CLOCK_MONOTONIC, from two anchors.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Calibration {
     pub counter: CounterKind,
     /// Counter ticks per second of CLOCK_MONOTONIC_RAW.

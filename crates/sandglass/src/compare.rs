@@ -208,27 +208,46 @@ pub const PERCENTILES: [(&str, f64); 6] = [
 ];
 
 /// A run's figures.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Figures {
     pub run: String,
     pub path: String,
     pub samples: usize,
     /// CPUs measured; the times are the worst CPU's.
     pub cpus: usize,
-    /// `(name, value)`: times in ns, counts as they are.
-    pub values: Vec<(String, f64)>,
+    /// The figures in [`PERCENTILES`] order, then `missed` (timer) or `count` (noise).
+    pub values: Vec<Figure>,
+}
+
+/// One named figure of a run: times in ns, counts as they are.
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct Figure {
+    /// `p50` ... `max`, `missed` or `count`.
+    pub name: String,
+    pub value: f64,
+}
+
+/// A confidence interval of a time, in ns.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct Interval {
+    pub low_ns: f64,
+    pub high_ns: f64,
 }
 
 fn figures(d: &RunData) -> Figures {
-    let mut values: Vec<(String, f64)> = PERCENTILES
+    let figure = |name: &str, value: f64| Figure {
+        name: name.to_string(),
+        value,
+    };
+    let mut values: Vec<Figure> = PERCENTILES
         .iter()
         .zip(&d.quantiles)
-        .map(|(&(name, _), &v)| (name.to_string(), v))
+        .map(|(&(name, _), &v)| figure(name, v))
         .collect();
     if d.kind == "timer" {
-        values.push(("missed".into(), d.missed as f64));
+        values.push(figure("missed", d.missed as f64));
     } else {
-        values.push(("count".into(), d.count as f64));
+        values.push(figure("count", d.count as f64));
     }
     Figures {
         run: d.id.clone(),
@@ -240,7 +259,7 @@ fn figures(d: &RunData) -> Figures {
 }
 
 /// One figure of one candidate against the baseline.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Change {
     pub figure: String,
     pub baseline: f64,
@@ -251,21 +270,21 @@ pub struct Change {
 }
 
 /// A candidate run against the baseline.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Comparison {
     pub run: String,
     pub changes: Vec<Change>,
     /// Two-sided Mann–Whitney p value of the (thinned) samples.
     pub p_value: Option<f64>,
     /// Bootstrap 95% intervals of p99: baseline's and this run's.
-    pub p99_ci_baseline: Option<(f64, f64)>,
-    pub p99_ci: Option<(f64, f64)>,
+    pub p99_ci_baseline: Option<Interval>,
+    pub p99_ci: Option<Interval>,
     /// The distributions differ (p < alpha, or the p99 intervals do not overlap).
     pub differs: bool,
 }
 
 /// A gate: `figure` must not exceed `limit`.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Gate {
     pub figure: String,
     pub limit: f64,
@@ -294,7 +313,7 @@ impl Default for Options {
 }
 
 /// A crossed gate.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Crossed {
     pub run: String,
     pub figure: String,
@@ -305,9 +324,14 @@ pub struct Crossed {
     pub gate: String,
 }
 
+/// The version of `sandglass compare --json`.
+pub const JSON_SCHEMA: &str = "sandglass-compare/1";
+
 /// The whole comparison.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Report {
+    /// [`JSON_SCHEMA`].
+    pub schema: &'static str,
     pub kind: String,
     pub figures: Vec<Figures>,
     pub comparisons: Vec<Comparison>,
@@ -318,10 +342,13 @@ pub struct Report {
     pub exit_code: u8,
 }
 
-fn ci99(v: &[f64]) -> Option<(f64, f64)> {
+fn ci99(v: &[f64]) -> Option<Interval> {
     bootstrap_percentile_ci(v, 0.99, 0.95, 200, 0x5a4d)
         .ok()
-        .map(|c| (c.ci_low, c.ci_high))
+        .map(|c| Interval {
+            low_ns: c.ci_low,
+            high_ns: c.ci_high,
+        })
 }
 
 /// Compares `runs` (the first is the baseline) under `o`.
@@ -344,13 +371,14 @@ pub fn compare(runs: &[RunData], o: &Options) -> Result<Report, CompareError> {
             let cand = &r.thinned;
             let p = mann_whitney(cand, base).ok().map(|m| m.p);
             let ci = ci99(cand);
-            let apart = matches!((base_ci, ci), (Some(b), Some(c)) if c.0 > b.1);
+            let apart = matches!((base_ci, ci), (Some(b), Some(c)) if c.low_ns > b.high_ns);
             let differs = p.is_some_and(|p| p < o.alpha) || apart;
             let changes = f
                 .values
                 .iter()
                 .zip(&figures[0].values)
-                .map(|((name, v), (_, b))| {
+                .map(|(v, b)| {
+                    let (name, v, b) = (&v.name, &v.value, &b.value);
                     let relative = if *b != 0.0 {
                         Some((v - b) / b)
                     } else {
@@ -389,7 +417,12 @@ pub fn compare(runs: &[RunData], o: &Options) -> Result<Report, CompareError> {
     };
     for f in gated {
         for g in &o.fail_above {
-            if let Some((_, v)) = f.values.iter().find(|(n, _)| *n == g.figure) {
+            if let Some(v) = f
+                .values
+                .iter()
+                .find(|v| v.name == g.figure)
+                .map(|v| &v.value)
+            {
                 if *v > g.limit {
                     crossed.push(Crossed {
                         run: f.run.clone(),
@@ -426,6 +459,7 @@ pub fn compare(runs: &[RunData], o: &Options) -> Result<Report, CompareError> {
         }
     }
     Ok(Report {
+        schema: JSON_SCHEMA,
         kind,
         exit_code: if crossed.is_empty() { 0 } else { 2 },
         figures,
@@ -579,9 +613,9 @@ mod tests {
         let max = r.figures[1]
             .values
             .iter()
-            .find(|v| v.0 == "max")
+            .find(|v| v.name == "max")
             .expect("max")
-            .1;
+            .value;
         let o = Options {
             fail_above: vec![Gate {
                 figure: "max".into(),

@@ -10,7 +10,7 @@ use thiserror::Error;
 pub const MAX_CPU: usize = sandglass_sys::sched::MAX_CPUS - 1;
 
 /// A non-empty set of CPU numbers.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(into = "String", try_from = "String")]
 pub struct CpuList(BTreeSet<usize>);
 

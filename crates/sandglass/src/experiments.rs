@@ -15,7 +15,7 @@ use crate::units::Nanos;
 use serde::Serialize;
 
 /// The settings of the cache-cost experiment.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct CacheCostConfig {
     /// Working-set sizes in KiB.
     pub sizes_kb: Vec<u64>,
@@ -31,7 +31,7 @@ pub struct CacheCostConfig {
 }
 
 /// One size's result.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct CacheCostRow {
     pub size_kb: u64,
     pub trials: Vec<SwitchTrial>,

@@ -36,7 +36,7 @@ pub const QUANTILES: [(f64, &str); 7] = [
 ];
 
 /// A distribution's summary, in nanoseconds.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Percentiles {
     pub count: u64,
     pub min: i64,
@@ -148,7 +148,7 @@ pub fn count_above(h: &Histogram<u64>, threshold_ns: u64) -> u64 {
 }
 
 /// One bin of a binned view.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Bin {
     pub from_ns: u64,
     pub to_ns: u64,

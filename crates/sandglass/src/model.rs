@@ -8,7 +8,7 @@ use std::fmt;
 use thiserror::Error;
 
 /// What a thread does with the CPU.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "model", rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Workload {
     /// Runs whenever it can.
@@ -131,7 +131,7 @@ impl fmt::Display for Workload {
 }
 
 /// How a thread waits for a point in time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum TimerKind {
     /// A relative `nanosleep` for the time left (Hourglass's native Unix timer).

@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
 /// What to measure.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct NoiseConfig {
     /// CPUs to measure; `None` means every CPU the process may use but the main thread's.
     pub cpus: Option<CpuList>,
@@ -154,7 +154,7 @@ pub fn plan(c: &NoiseConfig, cpus: &[usize]) -> RunPlan {
 }
 
 /// What one CPU measured.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct NoiseCpu {
     pub cpu: usize,
     pub thread: usize,
@@ -192,7 +192,7 @@ pub struct NoiseCpu {
 pub const JSON_SCHEMA: &str = "sandglass-noise/2";
 
 /// The whole result.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct NoiseResult {
     #[serde(flatten)]
     pub run: RunHeader,

@@ -24,7 +24,7 @@ use std::path::PathBuf;
 use thiserror::Error;
 
 /// A CPU reservation (Hourglass's `-rh`, hard, or `-rs`, soft), applied as SCHED_DEADLINE.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Reservation {
     pub amount_ns: Nanos,
     pub period_ns: Nanos,
@@ -32,7 +32,7 @@ pub struct Reservation {
 }
 
 /// One measuring thread.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ThreadSpec {
     pub index: usize,
     /// The priority or policy as written (`RTHIGH`, `f:80`), or `NORMAL` by default.
@@ -55,7 +55,7 @@ pub const DEFAULT_SETTLE: Nanos = Nanos(2_000_000_000);
 
 /// Loads to run during a measurement: they start after the threads' setup, run `settle_ns`
 /// before the measurement starts, and stop as soon as it ends, however it ends.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LoadPlan {
     #[serde(default)]
     pub specs: Vec<LoadSpec>,
@@ -70,7 +70,7 @@ impl LoadPlan {
 }
 
 /// An action at a delay above the threshold, as rtla's `--on-threshold`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ThresholdAction {
     /// Write a marker into the kernel trace (with `--trace`).
@@ -103,7 +103,7 @@ impl ThresholdAction {
 /// A delay threshold and what to do when a measuring thread reports a delay above it (a late
 /// wakeup for timer threads, an interruption for polling threads). Without `Continue` among
 /// the actions, the run stops there and keeps everything measured, the trace included.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Threshold {
     pub above_ns: Nanos,
     #[serde(default)]
@@ -115,7 +115,7 @@ pub const FAULT_ENV: &str = "SANDGLASS_FAULT";
 
 /// Failures injected on purpose, to test the failure paths end to end (the command reads
 /// them from `SANDGLASS_FAULT`; the library takes them as a value).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Faults {
     /// This thread ignores every stop request once its measurement is over, as a thread stuck
     /// in the kernel would, so that only the watchdog can end the run.
@@ -142,7 +142,7 @@ impl Faults {
 pub const MAX_RING_RECORDS: usize = 1 << 27;
 
 /// A measurement the runner can carry out.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunPlan {
     /// The run's kind: `timer`, `noise` or `hourglass`.
     pub kind: String,
@@ -181,7 +181,7 @@ pub struct RunPlan {
 }
 
 /// Where each thread and the main thread run.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Placement {
     /// Per thread: the CPUs it is pinned to, or `None` when it floats over every allowed CPU.
     pub threads: Vec<Option<CpuList>>,

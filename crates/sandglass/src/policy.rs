@@ -31,7 +31,7 @@ use std::fmt;
 use thiserror::Error;
 
 /// A Linux scheduling policy with its parameters.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "policy", rename_all = "snake_case")]
 pub enum Policy {
     /// SCHED_OTHER (the fair class) with a nice value.

@@ -14,7 +14,7 @@ use crate::warning::{Warning, WarningKind};
 use serde::{Deserialize, Serialize};
 
 /// The fields every result starts with.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunHeader {
     /// The version of the result's format, such as `sandglass-timer/2`; empty in summaries
     /// written before the field existed.
@@ -63,6 +63,15 @@ impl RunHeader {
             causes: None,
         }
     }
+}
+
+/// An output whose type has no `schema` field of its own, with its version first.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+pub struct Versioned<T> {
+    /// The version of the output's format, such as `sandglass-sysinfo/1`.
+    pub schema: &'static str,
+    #[serde(flatten)]
+    pub body: T,
 }
 
 /// A result that starts with a [`RunHeader`].

@@ -19,7 +19,7 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 /// Count, extremes, moments and tail percentiles of samples in nanoseconds.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Summary {
     pub count: u64,
     pub min_ns: i64,

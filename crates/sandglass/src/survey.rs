@@ -11,7 +11,7 @@ use sandglass_sys::clock::{now_ns, ClockId};
 use serde::{Deserialize, Serialize};
 
 /// One loop's figures.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LoopRow {
     /// What the loop reads.
     pub name: String,
@@ -21,7 +21,7 @@ pub struct LoopRow {
 }
 
 /// The survey's result.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Survey {
     pub cpu: usize,
     pub calibration: Calibration,

@@ -18,7 +18,7 @@ fn read(path: &str) -> Option<String> {
 }
 
 /// The kernel's preemption model and where sandglass learned it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Preemption {
     /// `none`, `voluntary`, `full`, `lazy`, `rt` or `unknown`.
     pub model: String,
@@ -29,7 +29,7 @@ pub struct Preemption {
 }
 
 /// Privileges relevant to measurement.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Privileges {
     pub euid: u32,
     /// CAP_SYS_NICE: real-time and deadline policies, negative nice.
@@ -43,7 +43,7 @@ pub struct Privileges {
 }
 
 /// The machine, as far as timing is concerned.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SystemSnapshot {
     pub hostname: String,
     pub kernel_release: String,

@@ -45,7 +45,7 @@ use std::path::PathBuf;
 pub const DEFAULT_POLICY: Policy = Policy::Fifo { priority: 95 };
 
 /// What to measure.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TimerConfig {
     /// CPUs to measure; `None` means every CPU the process may use but the main thread's.
     pub cpus: Option<CpuList>,
@@ -251,7 +251,7 @@ pub fn plan(c: &TimerConfig, cpus: &[usize]) -> RunPlan {
 }
 
 /// One "samples later than" row.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LaterThan {
     pub threshold_ns: u64,
     /// Releases later than the threshold (corrected).
@@ -261,7 +261,7 @@ pub struct LaterThan {
 }
 
 /// Interval statistics (Jones & Regehr's table: min, max, average, standard deviation).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct IntervalStats {
     pub count: u64,
     pub min: u64,
@@ -271,14 +271,14 @@ pub struct IntervalStats {
 }
 
 /// The interval histogram.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct IntervalHistogram {
     pub bin_ns: u64,
     pub bins: Vec<Bin>,
 }
 
 /// What one CPU measured.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TimerCpu {
     pub cpu: usize,
     pub thread: usize,
@@ -318,7 +318,7 @@ pub struct TimerCpu {
 pub const JSON_SCHEMA: &str = "sandglass-timer/2";
 
 /// The whole result.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TimerResult {
     #[serde(flatten)]
     pub run: RunHeader,

@@ -60,7 +60,7 @@ pub fn to_ratio(period_ns: u64, runtime_ns: u64) -> u64 {
 }
 
 /// A per-CPU deadline server reservation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct FairServer {
     /// The server's runtime.
     pub runtime_ns: Nanos,
@@ -77,7 +77,7 @@ impl FairServer {
 }
 
 /// The machine and sysctl settings the admission test depends on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct AdmissionConfig {
     /// Active CPUs in the root domain.
     pub cpus: u32,
@@ -135,7 +135,7 @@ pub enum AdmissionError {
 }
 
 /// What the kernel answers for one task.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Verdict {
     /// Already admitted before the file's requests.
@@ -149,7 +149,7 @@ pub enum Verdict {
 }
 
 /// The decision for one task.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Decision {
     /// The task's name.
     pub name: String,
@@ -174,7 +174,7 @@ pub struct Decision {
 }
 
 /// The admission of a whole file.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct AdmissionReport {
     /// The settings used.
     pub config: AdmissionConfig,

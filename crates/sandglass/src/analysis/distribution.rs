@@ -11,7 +11,7 @@
 use serde::Serialize;
 
 /// Sorted distinct values with their counts; every count is positive.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Distribution {
     bins: Vec<(i64, u64)>,
     /// `above[i]` = total count of `bins[i..]`.

@@ -40,7 +40,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 /// Which bound limited the demand test.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum DemandBound {
     /// The synchronous busy period.
@@ -54,7 +54,7 @@ pub enum DemandBound {
 }
 
 /// EDF response time of one task.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct EdfTaskResponse {
     /// The task's name.
     pub name: String,
@@ -76,7 +76,7 @@ pub struct EdfTaskResponse {
 }
 
 /// The answer of the EDF analysis for a task set.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct EdfReport {
     /// Σ C/T.
     pub utilization: f64,

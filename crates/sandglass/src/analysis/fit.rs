@@ -17,7 +17,7 @@ use serde::Serialize;
 use thiserror::Error;
 
 /// One measurement: a size and the time it took.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Point {
     /// N, in bytes.
     pub size_bytes: u64,
@@ -37,7 +37,7 @@ pub enum FitError {
 }
 
 /// The fitted model.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct CostFit {
     /// Points fitted.
     pub points: usize,

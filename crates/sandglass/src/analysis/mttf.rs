@@ -68,7 +68,7 @@ pub enum MttfError {
 }
 
 /// The MTTF of one buffering configuration.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct MttfResult {
     /// t.
     pub buffer_ns: Nanos,
@@ -198,7 +198,7 @@ pub fn least_in_grid(results: &[MttfResult], target_s: f64) -> Option<&MttfResul
 }
 
 /// The least buffer size for a given buffer count.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct LeastBuffering {
     /// n.
     pub buffers: u32,

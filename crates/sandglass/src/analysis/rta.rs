@@ -42,7 +42,7 @@ use crate::units::Nanos;
 use serde::Serialize;
 
 /// Whether a running job can be preempted.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Preemption {
     /// A higher-priority job preempts a lower-priority one at once (SCHED_FIFO, SCHED_RR).
@@ -53,7 +53,7 @@ pub enum Preemption {
 }
 
 /// Where the priorities came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum PriorityOrder {
     /// Every task gave a priority.
@@ -63,7 +63,7 @@ pub enum PriorityOrder {
 }
 
 /// The response time of one task.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct TaskResponse {
     /// The task's name.
     pub name: String,
@@ -94,7 +94,7 @@ pub struct TaskResponse {
 }
 
 /// The answer of the fixed-priority analysis for a task set.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct RtaReport {
     /// Preemptive or not.
     pub preemption: Preemption,

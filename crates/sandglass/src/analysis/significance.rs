@@ -121,7 +121,7 @@ fn normal_cdf(z: f64) -> f64 {
 }
 
 /// A t confidence interval of a mean.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct MeanCi {
     /// Observations.
     pub n: usize,
@@ -160,7 +160,7 @@ pub fn mean_ci(xs: &[f64], confidence: f64) -> Result<MeanCi, StatsError> {
 }
 
 /// Which t test.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum TTestKind {
     /// Two independent samples, unequal variances.
@@ -170,7 +170,7 @@ pub enum TTestKind {
 }
 
 /// The result of a two-sided t test of a − b.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct TTest {
     /// Welch or paired.
     pub kind: TTestKind,
@@ -269,7 +269,7 @@ pub fn paired(a: &[f64], b: &[f64], confidence: f64) -> Result<TTest, StatsError
 }
 
 /// How the Mann–Whitney p value was found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum PValueMethod {
     /// The exact distribution of U.
@@ -279,7 +279,7 @@ pub enum PValueMethod {
 }
 
 /// The result of a two-sided Mann–Whitney U test.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct MannWhitney {
     /// Size of the first sample.
     pub n_a: usize,
@@ -391,7 +391,7 @@ fn exact_p(m: usize, n: usize, u: usize) -> f64 {
 }
 
 /// A bootstrap confidence interval of a percentile.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct PercentileCi {
     /// The percentile, as a fraction (0.99 for p99).
     pub percentile: f64,

@@ -18,7 +18,7 @@ use serde::Serialize;
 use thiserror::Error;
 
 /// One trial: work with one thread and with many, the run length and the switches counted.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct SwitchTrial {
     /// W₁: work units (passes over the working set) done by one thread alone.
     pub work_one: f64,
@@ -48,7 +48,7 @@ pub enum SwitchCostError {
 }
 
 /// The cost of one trial.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct SwitchCost {
     /// (W₁ − W₁₀)/W₁.
     pub lost_fraction: f64,
@@ -79,7 +79,7 @@ pub fn indirect_cost(trial: &SwitchTrial) -> Result<SwitchCost, SwitchCostError>
 }
 
 /// Repeated trials of one configuration.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct SwitchCostSummary {
     /// Trials.
     pub trials: usize,

@@ -51,7 +51,7 @@ pub enum TailError {
 }
 
 /// A fitted generalised Pareto tail.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct GpdFit {
     /// u.
     pub threshold_ns: i64,

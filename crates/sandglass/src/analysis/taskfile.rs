@@ -39,7 +39,7 @@ use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
 /// One task of a fixed-priority or EDF task set.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Task {
     /// The task's name, unique in its set.
     pub name: String,
@@ -97,7 +97,7 @@ impl Task {
 }
 
 /// One SCHED_DEADLINE reservation request, in `sched_setattr(2)` terms.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct DeadlineTask {
     /// The task's name, unique in its file.
     pub name: String,

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// One interval of CPU time, in nanoseconds from the start of the run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Interval {
     pub thread: u16,
     pub cpu: u32,
@@ -25,7 +25,7 @@ pub struct Interval {
 }
 
 /// Context switches seen in a trace.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Switches {
     pub count: u64,
     pub voluntary: u64,
@@ -34,14 +34,42 @@ pub struct Switches {
     pub all: Option<Summary>,
     pub voluntary_gaps: Option<Summary>,
     pub involuntary_gaps: Option<Summary>,
-    /// Histogram of switch gaps: `(upper bound ns, count)` in power-of-two-and-a-half bins.
-    pub histogram: Vec<(u64, u64)>,
+    /// Histogram of switch gaps in 1-2-5 bins.
+    pub histogram: Vec<GapBin>,
     /// Switches per CPU.
     pub per_cpu: BTreeMap<u32, u64>,
 }
 
+/// One bin of the switch-gap histogram: the gaps up to `upper_ns` and above the bin below.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(from = "GapBinRepr")]
+pub struct GapBin {
+    pub upper_ns: u64,
+    pub count: u64,
+}
+
+/// A bin as summaries write it now, or as `[upper_ns, count]` as those of
+/// `sandglass-hourglass/2` did.
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(untagged)]
+enum GapBinRepr {
+    Object { upper_ns: u64, count: u64 },
+    Pair(u64, u64),
+}
+
+impl From<GapBinRepr> for GapBin {
+    fn from(r: GapBinRepr) -> GapBin {
+        let (upper_ns, count) = match r {
+            GapBinRepr::Object { upper_ns, count } | GapBinRepr::Pair(upper_ns, count) => {
+                (upper_ns, count)
+            }
+        };
+        GapBin { upper_ns, count }
+    }
+}
+
 /// How much of a CPU's time the trace accounts for.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Coverage {
     pub cpu: u32,
     /// Sum of record durations on this CPU.
@@ -145,7 +173,11 @@ impl TraceInference {
             all: self.all.summary(),
             voluntary_gaps: self.voluntary.summary(),
             involuntary_gaps: self.involuntary.summary(),
-            histogram: self.bins.iter().map(|(&k, &v)| (k, v)).collect(),
+            histogram: self
+                .bins
+                .iter()
+                .map(|(&upper_ns, &count)| GapBin { upper_ns, count })
+                .collect(),
             per_cpu: self
                 .cpus
                 .iter()
@@ -205,6 +237,27 @@ pub fn coverage(records: &[Interval]) -> Vec<Coverage> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gap_bins_read_as_objects_and_as_the_pairs_of_version_2() {
+        let bins: Vec<GapBin> =
+            serde_json::from_str(r#"[{"upper_ns": 5, "count": 2}, [10, 3]]"#).expect("reads");
+        assert_eq!(
+            bins,
+            [
+                GapBin {
+                    upper_ns: 5,
+                    count: 2
+                },
+                GapBin {
+                    upper_ns: 10,
+                    count: 3
+                }
+            ]
+        );
+        let written = serde_json::to_value(bins[1]).expect("writes");
+        assert_eq!(written, serde_json::json!({"upper_ns": 10, "count": 3}));
+    }
 
     fn iv(thread: u16, cpu: u32, start_ns: u64, end_ns: u64, reason: EndReason) -> Interval {
         Interval {

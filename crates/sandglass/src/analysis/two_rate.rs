@@ -21,7 +21,7 @@ use std::str::FromStr;
 use thiserror::Error;
 
 /// One measurement: iterations per second of the loop at a tick rate.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct RateMeasurement {
     /// f, in Hz.
     pub tick_hz: f64,
@@ -70,7 +70,7 @@ impl FromStr for RateMeasurement {
 }
 
 /// The solution.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct TwoRate {
     /// o: the cost of one clock interrupt.
     pub overhead_ns: f64,

@@ -33,7 +33,7 @@ use serde::Serialize;
 use thiserror::Error;
 
 /// How long a system is used: hours per day and days per week.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct UsagePattern {
     /// Hours of use per day.
     pub hours_per_day: f64,
@@ -42,7 +42,7 @@ pub struct UsagePattern {
 }
 
 /// A named usage pattern with its source.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Preset {
     /// The name to select it by.
     pub name: &'static str,
@@ -110,7 +110,7 @@ pub fn preset(name: &str) -> Option<&'static Preset> {
 }
 
 /// What to compute.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct WorstCaseConfig {
     /// Thresholds for the exceedance table.
     pub thresholds_ns: Vec<i64>,
@@ -167,7 +167,7 @@ pub enum WorstCaseError {
 }
 
 /// One row of the exceedance table.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct ThresholdRow {
     /// The threshold.
     pub threshold_ns: i64,
@@ -186,7 +186,7 @@ pub struct ThresholdRow {
 }
 
 /// The expected worst case over one period.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Horizon {
     /// `hour`, `day` or `week`.
     pub period: &'static str,
@@ -209,7 +209,7 @@ pub struct Horizon {
 }
 
 /// Exceedance table and expected worst cases.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct WorstCaseReport {
     /// n.
     pub samples: u64,

@@ -34,7 +34,19 @@ pub struct Traced {
 }
 
 /// What a cause is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum CauseKind {
     Nmi,
@@ -87,7 +99,7 @@ pub const RETURN: &str = "return to user space";
 pub const IDLE_EXIT: &str = "leaving idle";
 
 /// Why a thread that ran after the measuring thread woke held the CPU.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Why {
     /// Its priority was higher than, or equal to, the measuring thread's: the scheduler rightly
@@ -401,7 +413,7 @@ pub struct Window {
 pub const MAX_REACH_BACK_NS: u64 = 1_000_000_000;
 
 /// One cause over a run: in how many windows it took time, how much in all, and the most in one.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Cause {
     pub cpu: usize,
     pub kind: CauseKind,
@@ -423,7 +435,7 @@ pub const HANDLER_BUCKETS_NS: [u64; 11] = [
 
 /// Every invocation of one interrupt, vector, softirq or NMI on a CPU over the whole trace, net of
 /// what interrupted it (LatencyMon's ISR and DPC table).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Handler {
     pub cpu: usize,
     pub kind: CauseKind,
@@ -436,7 +448,7 @@ pub struct Handler {
 }
 
 /// What took time in one window.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Share {
     pub kind: CauseKind,
     pub name: String,
@@ -448,7 +460,7 @@ pub struct Share {
 }
 
 /// One explained window.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Explained {
     pub cpu: usize,
     /// The window as given, and where it starts after reaching back to its busy stretch.
@@ -463,7 +475,7 @@ pub struct Explained {
 }
 
 /// The attribution of a run's windows.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Attribution {
     pub windows: u64,
     /// By stolen time, largest first.

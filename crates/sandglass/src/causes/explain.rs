@@ -32,7 +32,7 @@ pub struct SpikeAt {
 }
 
 /// A source that was unusual in a spike's interval.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Abnormal {
     /// `irq`, `softirq`, `steal` (ticks of USER_HZ), `preemption` (involuntary switches of the
     /// measuring thread) or `wait_ns` (time the measuring thread waited runnable for its CPU,
@@ -56,7 +56,7 @@ pub enum Waits {
 
 /// What the sampler infers of a spike from the measuring thread's run-queue wait (see the
 /// module's documentation).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Inferred {
     /// `held_by_task` (another task held the thread's CPU) or `not_runnable` (the time was
     /// lost while the thread was not runnable).
@@ -97,7 +97,7 @@ impl Inferred {
 }
 
 /// One spike and what was unusual around it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SpikeExplanation {
     pub cpu: usize,
     pub at_ns: u64,
@@ -162,7 +162,7 @@ impl Abnormal {
 }
 
 /// One source's total on a CPU over the run.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Total {
     pub kind: String,
     pub name: String,
@@ -170,7 +170,7 @@ pub struct Total {
 }
 
 /// A CPU's totals over the sampled part of the run.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CpuTotals {
     pub cpu: usize,
     /// Interrupt and softirq sources with a non-zero total, largest first.
@@ -185,7 +185,7 @@ pub struct CpuTotals {
 }
 
 /// The sampler's explanation of a run.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Explanation {
     pub intervals: u64,
     /// From the first snapshot to the last, in ns.

@@ -54,7 +54,7 @@ pub const AFTER_NS: u64 = 200_000;
 pub const ALWAYS_KEPT: usize = super::MAX_LISTED_WINDOWS;
 
 /// What of the trace a run kept.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Stored {
     /// Events written to `kernel-*.parquet`, of all the events decoded.
     pub events: u64,

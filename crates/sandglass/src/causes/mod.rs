@@ -31,7 +31,7 @@ use serde::{Deserialize, Serialize};
 use trains::{find_trains, Spike, Train, TrainConfig};
 
 /// A periodic train on one CPU.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CpuTrain {
     pub cpu: usize,
     #[serde(flatten)]
@@ -39,7 +39,7 @@ pub struct CpuTrain {
 }
 
 /// What a run says about its own spikes: the sampler's explanation and the periodic trains.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Causes {
     /// Snapshots per second (0 when the sampler did not run).
     pub sample_hz: u32,
@@ -99,7 +99,7 @@ pub fn largest_cause(c: &Causes) -> Option<String> {
 pub const MAX_LISTED_WINDOWS: usize = 20;
 
 /// The tracefs backend's attribution of a run's spikes (times in ns from the run's start).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct KernelCauses {
     /// Kernel events decoded on the measured CPUs.
     pub events: u64,

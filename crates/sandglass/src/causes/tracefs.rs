@@ -68,7 +68,9 @@ const O_NONBLOCK: i32 = 0o4000;
 const CLOCK_CHECK: &str = "sandglass clock check";
 
 /// How `--trace` is to record.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 pub struct TraceOptions {
     /// Per-CPU buffer size in KiB.
     pub buffer_kb: u64,

@@ -101,7 +101,7 @@ pub struct Spike {
 }
 
 /// A periodic train found among the spikes.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Train {
     /// The period: the least-squares slope of the members' times over their slot numbers.
     pub period_ns: u64,

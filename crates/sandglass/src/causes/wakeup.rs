@@ -31,7 +31,9 @@ use crate::histo::{percentiles, Histogram, Percentiles};
 use serde::{Deserialize, Serialize};
 
 /// One wakeup of a measuring thread: its times, CLOCK_MONOTONIC ns, each when the trace had it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct Activation {
     pub cpu: usize,
     pub tid: i32,
@@ -239,7 +241,7 @@ pub fn find(acts: &[Activation], release_ns: u64, read_ns: u64) -> Option<&Activ
 
 /// The wakeup latencies of one measuring thread over the whole trace, as rtla timerlat reports
 /// them per CPU.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct WakeLatency {
     pub cpu: usize,
     pub tid: i32,

@@ -33,7 +33,7 @@ pub const THRESHOLD_FACTOR: f64 = 4.0;
 
 /// A histogram of loop iteration times in counter ticks: exact below [`FINE_TICKS`], then in
 /// power-of-two buckets. Allocated before the loop; recording never allocates.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LoopHistogram {
     pub fine: Vec<u64>,
     /// `coarse[k]` counts iterations in `[FINE_TICKS·2^k, FINE_TICKS·2^(k+1))`.
@@ -174,7 +174,7 @@ fn measure_with<F: Fn() -> u64, W: FnMut()>(
 }
 
 /// The threshold the engine uses and how it was obtained.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GapChoice {
     pub threshold_ns: u64,
     /// `"given"` (from `-g`) or `"calibrated"`.
@@ -186,7 +186,7 @@ pub struct GapChoice {
 }
 
 /// Percentiles of a loop-iteration histogram, in nanoseconds.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LoopStats {
     pub iterations: u64,
     pub cpu: Option<u32>,

@@ -29,7 +29,7 @@ pub const DEFAULT_RECORDS: usize = 300_000;
 pub const MAX_THREADS: usize = 1024;
 
 /// A parsed Hourglass command line.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HourglassSpec {
     pub threads: Vec<ThreadSpec>,
     pub duration_ns: Nanos,

@@ -25,14 +25,14 @@ pub const LATER_THAN_NS: [u64; 8] = [
 ];
 
 /// A count of samples above a threshold.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LaterThan {
     pub threshold_ns: u64,
     pub count: u64,
 }
 
 /// What the run learned about one thread.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ThreadResult {
     pub thread: usize,
     pub tid: i32,
@@ -80,7 +80,7 @@ pub struct ThreadResult {
 }
 
 /// Trace bookkeeping.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TraceSummary {
     /// Records written to the trace table.
     pub records: u64,
@@ -94,10 +94,10 @@ pub struct TraceSummary {
 }
 
 /// The version of `summary.json` of Hourglass runs.
-pub const JSON_SCHEMA: &str = "sandglass-hourglass/2";
+pub const JSON_SCHEMA: &str = "sandglass-hourglass/3";
 
 /// The whole result.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HourglassResult {
     #[serde(flatten)]
     pub run: RunHeader,

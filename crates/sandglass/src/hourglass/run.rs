@@ -332,7 +332,7 @@ pub fn run(
     crate::result::save(
         &m,
         &result,
-        "sandglass-hourglass-summary/2",
+        "sandglass-hourglass-summary/3",
         "per-thread results, context switches, coverage, gap threshold and warnings",
         result.run.causes.as_ref(),
         &result.run.warnings,

@@ -233,7 +233,7 @@ pub fn default_temp_dir() -> PathBuf {
 }
 
 /// What one load got done.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LoadReport {
     /// The spec, as [`LoadSpec`]'s `Display` prints it.
     pub spec: String,

@@ -92,7 +92,7 @@ impl LoadKind {
 }
 
 /// One load: what it does, how many workers, on which CPUs.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(into = "String", try_from = "String")]
 pub struct LoadSpec {
     pub kind: LoadKind,

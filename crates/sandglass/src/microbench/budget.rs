@@ -76,7 +76,7 @@ use thiserror::Error;
 use toml::Spanned;
 
 /// What one step does.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum StepKind {
     Read { bytes: u64, cold: bool },
@@ -86,7 +86,7 @@ pub enum StepKind {
 }
 
 /// One step of a frame.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Step {
     pub name: String,
     #[serde(flatten)]
@@ -94,7 +94,7 @@ pub struct Step {
 }
 
 /// A parsed budget file.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BudgetSpec {
     pub period_ns: Nanos,
     pub frames: Option<u64>,
@@ -415,7 +415,7 @@ pub fn default_frames(period: Nanos) -> u64 {
 }
 
 /// What to run.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BudgetConfig {
     pub spec: BudgetSpec,
     /// The budget file, as given.
@@ -438,7 +438,7 @@ pub const DRAWS: usize = 20_000;
 const SEED: u64 = 0x6275_6467_6574;
 
 /// One step's predicted and measured times.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StepResult {
     #[serde(flatten)]
     pub step: Step,
@@ -449,7 +449,7 @@ pub struct StepResult {
 }
 
 /// The prediction.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Prediction {
     /// Σ step medians: the seed's "Total".
     pub sum_p50_ns: i64,
@@ -469,7 +469,7 @@ pub struct Prediction {
 }
 
 /// The real run.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FramesMeasured {
     /// Frames run (all of them unless the run was stopped).
     pub frames: u64,
@@ -487,7 +487,7 @@ pub struct FramesMeasured {
 }
 
 /// The result.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BudgetResult {
     #[serde(flatten)]
     pub header: Header,

@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use thiserror::Error;
 
 /// One cache of a CPU, from `/sys/devices/system/cpu/cpuN/cache/indexM`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CacheLevel {
     pub level: u32,
     /// `Data`, `Instruction` or `Unified`.
@@ -131,7 +131,7 @@ pub fn level_for(caches: &[CacheLevel], bytes: u64) -> String {
 }
 
 /// How the block is placed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Variant {
     Aligned,
@@ -161,7 +161,7 @@ impl Variant {
 }
 
 /// What to measure.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CopyConfig {
     /// Nominal block sizes; `None`: [`default_sizes`].
     pub sizes: Option<Vec<u64>>,
@@ -191,7 +191,7 @@ const MIN_SAMPLES: usize = 5;
 const MIN_SAMPLE_NS: u64 = 20_000;
 
 /// One (size, variant) cell.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CopyCell {
     pub variant: Variant,
     /// The nominal size of the row.
@@ -215,7 +215,7 @@ pub struct CopyCell {
 }
 
 /// The result.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CopyResult {
     #[serde(flatten)]
     pub header: Header,

@@ -36,7 +36,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use thiserror::Error;
 
 /// What to measure.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CtxswConfig {
     /// Working-set sizes per member, in bytes (0 is the direct cost).
     pub working_sets: Vec<u64>,
@@ -75,7 +75,7 @@ const MIN_SAMPLES: usize = 10;
 const LINE: usize = 64;
 
 /// One working set.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CtxswCell {
     pub working_set_bytes: u64,
     pub ring: usize,
@@ -96,7 +96,7 @@ pub struct CtxswCell {
 }
 
 /// The result.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CtxswResult {
     #[serde(flatten)]
     pub header: Header,

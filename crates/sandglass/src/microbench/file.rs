@@ -47,7 +47,7 @@ use thiserror::Error;
 pub const FREETIME_CAVEAT: &str = "freetime's idle counters perturb what they measure: Dannenberg et al. (§9) saw a disk-read run go from 32 s to 47 s with the counter running, and their CPU figures exceed 100%. The counters also keep every CPU out of its idle states, which speeds up I/O completions, and they count other programs' work as the read's. The getrusage column counts only the reading thread's own time and misses interrupt and kernel-thread work done for it; the truth is between the two.";
 
 /// A way to read the file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Method {
     Buffered,
@@ -142,7 +142,7 @@ pub fn parse_methods(text: &str) -> Result<Vec<Method>, FileBenchError> {
 }
 
 /// The page cache's state for a pass.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum CacheState {
     Cold,
@@ -152,7 +152,7 @@ pub enum CacheState {
 }
 
 /// What to measure.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FileConfig {
     /// The directory the temporary file is created in.
     pub dir: PathBuf,
@@ -198,7 +198,7 @@ impl FileConfig {
 }
 
 /// The reading thread's own CPU use during a pass (`getrusage(RUSAGE_THREAD)`).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ThreadUsage {
     pub user_ns: u64,
     pub system_ns: u64,
@@ -211,7 +211,7 @@ pub struct ThreadUsage {
 }
 
 /// One pass over the file.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FilePass {
     pub method: Method,
     /// Bytes per call (`read`, `direct`), record size (`buffered`), 0 for `mmap`.
@@ -232,7 +232,7 @@ pub struct FilePass {
 }
 
 /// The file read.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FileInfo {
     /// The temporary directory it lived in.
     pub dir: String,
@@ -245,7 +245,7 @@ pub struct FileInfo {
 }
 
 /// The idle counters.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FreetimeInfo {
     pub cpus: Vec<usize>,
     /// Iterations per second of each counter with nothing else to do.
@@ -253,7 +253,7 @@ pub struct FreetimeInfo {
 }
 
 /// The result.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FileResult {
     #[serde(flatten)]
     pub header: Header,

@@ -51,7 +51,7 @@ use std::time::Duration;
 use thiserror::Error;
 
 /// An IPC mechanism.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Mechanism {
     Pipe,
@@ -152,7 +152,7 @@ pub const DEFAULT_SIZES: [u64; 8] = [
 const MIN_SAMPLES: usize = 10;
 
 /// Which messages the client checks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Verify {
     /// Every warm-up message, the first three measured ones and every 64th.
@@ -162,7 +162,7 @@ pub enum Verify {
 }
 
 /// What to measure.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct IpcConfig {
     pub mechanisms: Vec<Mechanism>,
     pub sizes: Vec<u64>,
@@ -472,7 +472,7 @@ impl End {
 }
 
 /// One (mechanism, size) cell.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct IpcCell {
     pub size_bytes: u64,
     /// Measured round trips (warm-up excluded).
@@ -493,7 +493,7 @@ pub struct IpcCell {
 }
 
 /// One mechanism over every size.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct MechanismResult {
     pub mechanism: Mechanism,
     /// The largest piece a message travels in, when the mechanism limits it.
@@ -511,7 +511,7 @@ pub struct MechanismResult {
 }
 
 /// The result.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct IpcResult {
     #[serde(flatten)]
     pub header: Header,

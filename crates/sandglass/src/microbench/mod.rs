@@ -153,7 +153,7 @@ pub(crate) fn usage(e: impl std::fmt::Display) -> RunError {
 }
 
 /// Where the two sides of a measurement run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Placement {
     /// Both sides pinned to one CPU: every message costs two context switches (the seed's
@@ -291,9 +291,17 @@ pub fn placement_holds(seen: &[usize], expected: usize) -> bool {
     !seen.is_empty() && seen.iter().all(|&c| c == expected)
 }
 
+/// The version of every `sandglass bench KIND --json` output (and its `summary.json`), whose
+/// `schema` is `sandglass-bench-KIND/` and this number.
+pub const BENCH_JSON_VERSION: u32 = 1;
+
 /// What every benchmark result starts with.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Header {
+    /// The version of the result's format, `sandglass-KIND/1` (`sandglass-bench-copy/1`);
+    /// empty in summaries written before the field existed.
+    #[serde(default)]
+    pub schema: String,
     /// `bench-copy`, `bench-ipc`, `bench-ctxsw`, `bench-file`, `bench-timer-overhead`,
     /// `bench-budget`.
     pub kind: String,
@@ -313,7 +321,7 @@ pub fn privileged() -> bool {
 }
 
 /// How a worker thread was placed and scheduled.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ThreadSetup {
     pub tid: i32,
     /// The CPU it was pinned to.
@@ -413,6 +421,7 @@ impl Session {
 
     pub(crate) fn header(&self, state: RunState, end_detail: &str, warnings: &[Warning]) -> Header {
         Header {
+            schema: format!("sandglass-{}/{BENCH_JSON_VERSION}", self.manifest.kind),
             kind: self.manifest.kind.clone(),
             run_id: self.dir.id().to_string(),
             run_dir: self.dir.path().display().to_string(),

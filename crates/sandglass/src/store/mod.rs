@@ -75,7 +75,7 @@ pub enum StoreError {
 }
 
 /// Who wrote a run.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Tool {
     pub name: String,
     pub version: String,
@@ -83,7 +83,7 @@ pub struct Tool {
 }
 
 /// How far a run got.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RunState {
     /// The measurement started and the final manifest was never written.
@@ -115,7 +115,7 @@ impl RunState {
 }
 
 /// One data file of the run.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FileEntry {
     pub name: String,
     pub bytes: u64,
@@ -126,7 +126,7 @@ pub struct FileEntry {
 }
 
 /// `manifest.json`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Manifest {
     pub schema_version: u32,
     pub id: String,

@@ -37,7 +37,7 @@ use thiserror::Error;
 use toml::Spanned;
 
 /// The `[study]` table.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Header {
     pub name: String,
@@ -55,13 +55,15 @@ pub struct Header {
 }
 
 /// One `[[measure]]`.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Measure {
     /// A label for tables (default: the kind).
     pub name: Option<String>,
     /// `timer`, `noise`, `hourglass` or `load`.
+    #[schemars(with = "String")]
     pub kind: Spanned<String>,
+    #[schemars(with = "String")]
     pub duration: Spanned<String>,
     /// CPUs (timer, noise): a list such as `1-3`, or `all` for every CPU this process may use
     /// (default: every CPU but the main thread's).
@@ -79,41 +81,50 @@ pub struct Measure {
     /// `memmove:SIZE` (noise).
     pub workload: Option<String>,
     /// The Hourglass command line without `-d` and `-o` (hourglass).
+    #[schemars(with = "Option<String>")]
     pub args: Option<Spanned<String>>,
     /// Names of the loads to pair with (default: every load).
+    #[schemars(with = "Option<Vec<String>>")]
     pub loads: Option<Spanned<Vec<String>>>,
     /// Names of the settings to pair with (default: every setting for timer and noise, none
     /// for hourglass and load, whose command line or profile says everything).
+    #[schemars(with = "Option<Vec<String>>")]
     pub settings: Option<Spanned<Vec<String>>>,
 }
 
 /// One `[[load]]`: a named load profile (`idle`, `cpu+disk`, `net`, `stress-ng:--cpu 1`).
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LoadEntry {
     pub name: String,
+    #[schemars(with = "String")]
     pub profile: Spanned<String>,
 }
 
 /// One `[[setting]]`: overrides applied to every measurement of a cell.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Setting {
     pub name: String,
+    #[schemars(with = "Option<String>")]
     pub policy: Option<Spanned<String>>,
+    #[schemars(with = "Option<String>")]
     pub timer: Option<Spanned<String>>,
+    #[schemars(with = "Option<String>")]
     pub interval: Option<Spanned<String>>,
 }
 
 /// One `[[table]]`: a pivot of cell metrics.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TableSpec {
     pub title: String,
     /// What distinguishes rows: `load`, `setting`, `measure`, `repetition` or `metric`, or
     /// several joined by `+` (`measure+load`).
+    #[schemars(with = "String")]
     pub rows: Spanned<String>,
     /// What distinguishes columns, in the same way.
+    #[schemars(with = "String")]
     pub columns: Spanned<String>,
     /// Metric names; a name ending in `*` takes every metric with that prefix. With `metric`
     /// in neither rows nor columns, give exactly one.
@@ -129,7 +140,7 @@ pub struct TableSpec {
 }
 
 /// A whole study file.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StudyFile {
     pub study: Header,

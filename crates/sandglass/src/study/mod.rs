@@ -56,12 +56,16 @@ pub fn check_profile(text: &str) -> Result<(), crate::load::LoadError> {
     crate::load::parse_profile(text).map(|_| ())
 }
 
-/// Where a study came from.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// Where a study came from: `{"builtin": NAME}` or `{"file": PATH}` in `study.json`.
+/// Records written before the names were lower case (`{"Builtin": NAME}`) still read.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
 pub enum Source {
     /// A built-in study, by name.
+    #[serde(alias = "Builtin")]
     Builtin(String),
     /// A file, as given.
+    #[serde(alias = "File")]
     File(String),
 }
 
@@ -143,7 +147,7 @@ pub fn load(name_or_path: &str) -> Result<Study, LoadError> {
 }
 
 /// One cell of the matrix.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Cell {
     /// Position in running order, from 0.
     pub index: usize,
@@ -159,7 +163,7 @@ pub struct Cell {
 }
 
 /// The labels a cell shows in tables.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Labels {
     pub measure: String,
     pub load: String,
@@ -272,6 +276,18 @@ pub fn cells(s: &StudyFile) -> Vec<Cell> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_source_is_written_in_lower_case_and_read_in_either_case() {
+        let b = Source::Builtin("quick".into());
+        let written = serde_json::to_string(&b).expect("writes");
+        assert_eq!(written, r#"{"builtin":"quick"}"#);
+        for old in [r#"{"Builtin":"quick"}"#, written.as_str()] {
+            assert_eq!(serde_json::from_str::<Source>(old).expect("reads"), b);
+        }
+        let f: Source = serde_json::from_str(r#"{"File":"a.toml"}"#).expect("reads");
+        assert_eq!(f, Source::File("a.toml".into()));
+    }
 
     fn study(text: &str) -> StudyFile {
         file::parse(Path::new("t.toml"), text, &|_| Ok(())).expect("parses")

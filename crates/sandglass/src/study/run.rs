@@ -39,7 +39,7 @@ pub const STATE_VERSION: u32 = 1;
 pub const DEFAULT_SETTLE: Nanos = Nanos(2_000_000_000);
 
 /// How far a cell got.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CellState {
     Pending,
@@ -62,7 +62,7 @@ impl CellState {
 }
 
 /// One cell in `study.json`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CellRecord {
     pub cell: Cell,
     pub labels: Labels,
@@ -90,7 +90,7 @@ pub struct CellRecord {
 }
 
 /// How far the study got.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StudyState {
     Running,
@@ -116,7 +116,7 @@ impl StudyState {
 }
 
 /// `study.json`: the study's manifest and the state of every cell.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StudyRecord {
     pub schema_version: u32,
     pub kind: String,
@@ -174,7 +174,7 @@ pub trait StudyObserver: Observer {
 pub const JSON_SCHEMA: &str = "sandglass-study/1";
 
 /// What a finished (or stopped) study returns.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct StudyOutcome {
     /// [`JSON_SCHEMA`].
     pub schema: &'static str,

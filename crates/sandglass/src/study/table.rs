@@ -11,7 +11,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 
 /// A table ready to print.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Table {
     pub title: String,
     /// What the first column holds, such as `measure / load`.
@@ -25,7 +25,7 @@ pub struct Table {
     pub medians: usize,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Row {
     pub label: String,
     pub values: Vec<Option<f64>>,
