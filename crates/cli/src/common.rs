@@ -171,6 +171,7 @@ pub fn tool() -> Tool {
 /// killed or crashed process left `running` in the runs directory are marked `incomplete`
 /// ([`settle_store`]).
 pub fn context() -> RunContext {
+    end_leftover_loads();
     settle_store();
     RunContext {
         command_line: std::env::args().collect(),
@@ -426,6 +427,22 @@ pub fn register(dir: &std::path::Path) {
         eprintln!(
             "sandglass: warning: the run is complete but was not added to the catalog ({e}); add it later with 'sandglass runs import {}'",
             d.display()
+        );
+    }
+}
+
+/// Ends what the loads of a sandglass that was killed left running (`contain::sweep`), with
+/// one note line each: a load is contained so that nothing it starts outlives its run, and a
+/// SIGKILL gives the run no chance to end it.
+pub fn end_leftover_loads() {
+    for l in sandglass::contain::sweep() {
+        let what = match l.ended {
+            0 => "nothing of it was still running".to_string(),
+            n => format!("ended {n} process(es) it had left running"),
+        };
+        eprintln!(
+            "sandglass: note: sandglass process {} was killed before it could stop its load ({}); {what}",
+            l.owner, l.method
         );
     }
 }

@@ -13,6 +13,7 @@ pub mod catalog;
 pub mod causes;
 pub mod clock;
 pub mod compare;
+pub mod contain;
 pub mod cpulist;
 pub mod duration;
 pub mod engine;
