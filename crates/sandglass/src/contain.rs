@@ -18,7 +18,8 @@
 //!
 //! Either way the jail writes a state file in the runtime directory ([`runtime_dir`]) naming its
 //! cgroup or, with a subreaper, the processes it has seen (pid and start time, rescanned every
-//! second while the load runs). A sandglass killed with SIGKILL cannot clean up, so the next
+//! 100 ms for the first two seconds of the load and every second after; a process started
+//! since the last scan is not yet recorded). A sandglass killed with SIGKILL cannot clean up, so the next
 //! start reads the state files whose owner has gone ([`sweep`]) and ends what they name.
 
 use sandglass_sys::{child, Errno};
@@ -34,8 +35,11 @@ pub const RUNTIME_DIR_ENV: &str = "SANDGLASS_RUNTIME_DIR";
 /// The environment variable that forbids the cgroup (`subreaper`), for tests of the fallback.
 pub const CONTAIN_ENV: &str = "SANDGLASS_CONTAIN";
 
-/// How often a subreaper jail rescans `/proc` for its state file.
+/// How often a subreaper jail rescans `/proc` for its state file: every 100 ms for the first
+/// two seconds of its load, when most processes are started, then every second.
 const SCAN_EVERY: Duration = Duration::from_secs(1);
+const SCAN_EARLY: Duration = Duration::from_millis(100);
+const EARLY: Duration = Duration::from_secs(2);
 /// How long ending a jail waits for its processes to vanish after SIGKILL.
 const END_LIMIT: Duration = Duration::from_secs(2);
 
@@ -55,10 +59,8 @@ pub fn runtime_dir() -> PathBuf {
     if let Some(x) = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
         candidates.push(PathBuf::from(x).join("sandglass"));
     }
-    let fallback = std::env::temp_dir().join(format!(
-        "sandglass-{}",
-        sandglass_sys::process::euid()
-    ));
+    let fallback =
+        std::env::temp_dir().join(format!("sandglass-{}", sandglass_sys::process::euid()));
     candidates
         .into_iter()
         .find(|d| usable_dir(d, true))
@@ -197,6 +199,7 @@ pub struct Jail {
     /// Subreaper jails: every member seen, with its start time.
     tracked: BTreeMap<i32, u64>,
     scanned: Option<Instant>,
+    created: Instant,
     state: Option<PathBuf>,
 }
 
@@ -217,6 +220,7 @@ impl Jail {
             leader: None,
             tracked: BTreeMap::new(),
             scanned: None,
+            created: Instant::now(),
             state,
         }
     }
@@ -291,7 +295,12 @@ impl Jail {
     /// A subreaper jail rescans its members every second and records them in its state file,
     /// and collects the adopted orphans that have ended; a cgroup jail has nothing to do.
     pub fn poll(&mut self) {
-        if self.cgroup.is_some() || self.scanned.is_some_and(|t| t.elapsed() < SCAN_EVERY) {
+        let every = if self.created.elapsed() < EARLY {
+            SCAN_EARLY
+        } else {
+            SCAN_EVERY
+        };
+        if self.cgroup.is_some() || self.scanned.is_some_and(|t| t.elapsed() < every) {
             return;
         }
         self.scanned = Some(Instant::now());
@@ -485,9 +494,7 @@ impl StateFile {
         let mut cgroup = None;
         let mut procs = Vec::new();
         for line in text.lines() {
-            let mut f = line.splitn(2, ' ');
-            let key = f.next()?;
-            let rest = f.next()?;
+            let (key, rest) = line.split_once(' ')?;
             let pair = || -> Option<(i32, u64)> {
                 let (a, b) = rest.split_once(' ')?;
                 Some((a.parse().ok()?, b.parse().ok()?))
@@ -516,7 +523,8 @@ mod tests {
 
     #[test]
     fn stat_lines_are_read_after_the_command_name() {
-        let line = "4242 (a (b) c) S 1 4240 4240 0 -1 4194560 100 0 0 0 5 6 0 0 20 0 1 0 98765 1000 10";
+        let line =
+            "4242 (a (b) c) S 1 4240 4240 0 -1 4194560 100 0 0 0 5 6 0 0 20 0 1 0 98765 1000 10";
         assert_eq!(
             parse_stat(line),
             Some(ProcStat {
@@ -542,8 +550,8 @@ mod tests {
             Some(Path::new("/sys/fs/cgroup/sandglass-load-10-0"))
         );
         assert_eq!(s.procs, vec![(11, 501), (12, 502)]);
-        let foreign = StateFile::parse("owner 10 500\ncgroup /sys/fs/cgroup/user.slice\n")
-            .expect("parse");
+        let foreign =
+            StateFile::parse("owner 10 500\ncgroup /sys/fs/cgroup/user.slice\n").expect("parse");
         assert_eq!(foreign.cgroup, None);
         assert_eq!(StateFile::parse("owner x\n"), None);
         assert_eq!(StateFile::parse("proc 1 2\n"), None);
@@ -582,7 +590,11 @@ mod tests {
         // An owner with this pid but another start time has gone (its pid was reused).
         std::fs::write(
             dir.path().join("dead.state"),
-            format!("owner {me} {}\nproc {pid} {start}\nproc {pid} {}\n", my_start + 1, start + 1),
+            format!(
+                "owner {me} {}\nproc {pid} {start}\nproc {pid} {}\n",
+                my_start + 1,
+                start + 1
+            ),
         )
         .expect("write");
         let found = sweep_in(dir.path());
