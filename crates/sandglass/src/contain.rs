@@ -502,7 +502,11 @@ impl StateFile {
             match key {
                 "owner" => owner = Some(pair()?),
                 // Only a cgroup of sandglass's own naming is ever killed.
-                "cgroup" if rest.contains("/sandglass-load-") => cgroup = Some(PathBuf::from(rest)),
+                "cgroup" => {
+                    cgroup = rest
+                        .contains("/sandglass-load-")
+                        .then(|| PathBuf::from(rest))
+                }
                 "proc" => procs.push(pair()?),
                 _ => return None,
             }
