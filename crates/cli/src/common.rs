@@ -417,6 +417,7 @@ pub fn register(dir: &std::path::Path) {
     }
     // A catalog created now is filled from every directory already there, this one included.
     let indexed = sandglass::catalog::Catalog::open(&base).and_then(|mut c| {
+        note_moved_aside(&c);
         if c.created() {
             c.rebuild(&base).map(|_| ())
         } else {
@@ -447,6 +448,17 @@ pub fn end_leftover_loads() {
     }
 }
 
+/// Says that a damaged catalog was moved aside and a new one is built from the run directories.
+pub fn note_moved_aside(c: &sandglass::catalog::Catalog) {
+    if let Some((aside, reason)) = c.moved_aside() {
+        eprintln!(
+            "sandglass: warning: the run catalog {} was damaged ({reason}); kept it as {} and rebuilt the catalog from the run directories (nothing recorded is lost)",
+            c.path().display(),
+            aside.display()
+        );
+    }
+}
+
 /// Marks the runs and studies in the runs directory whose process ended before they finished
 /// (`Catalog::settle`), with one note line each. Does nothing when there is no catalog yet
 /// (the first one is built from the directories, which marks them on the way); a catalog that
@@ -459,6 +471,11 @@ pub fn settle_store() {
     let Ok(mut c) = sandglass::catalog::Catalog::open(&base) else {
         return;
     };
+    note_moved_aside(&c);
+    if c.moved_aside().is_some() {
+        let _ = c.rebuild(&base);
+        return;
+    }
     if c.created() {
         // Filled (and settled on the way) by the first command that registers or lists.
         return;
