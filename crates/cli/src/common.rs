@@ -180,6 +180,7 @@ pub fn context() -> RunContext {
         faults: sandglass::plan::Faults::parse(
             &std::env::var(sandglass::plan::FAULT_ENV).unwrap_or_default(),
         ),
+        shared_cpus: Some(false),
     }
 }
 
@@ -263,13 +264,18 @@ pub fn print_json<T: serde::Serialize>(value: &T) -> Result<(), Failure> {
 pub fn measure_and_print<R: serde::Serialize>(
     events: &'static str,
     json: bool,
+    shared_cpus: bool,
     run: impl FnOnce(&RunContext, &mut Console) -> Result<R, RunError>,
     header: impl Fn(&R) -> &sandglass::result::RunHeader,
     report: fn(&mut dyn Write, &R) -> io::Result<()>,
 ) -> Result<u8, Failure> {
     use anyhow::Context;
     let mut console = Console::with_live_rows(events);
-    let result = run(&context(), &mut console);
+    let ctx = RunContext {
+        shared_cpus: Some(shared_cpus),
+        ..context()
+    };
+    let result = run(&ctx, &mut console);
     console.clear();
     let result = result?;
     register(std::path::Path::new(&header(&result).run_dir));

@@ -15,6 +15,7 @@ pub mod clock;
 pub mod compare;
 pub mod contain;
 pub mod cpulist;
+pub mod cpulock;
 pub mod duration;
 pub mod engine;
 pub mod experiments;
