@@ -135,13 +135,16 @@ mod tests {
     #[test]
     fn a_held_cpu_is_refused_with_its_holder_or_shared_when_asked() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let (first, none) = acquire_in(dir.path(), &[0, 1], false, "sandglass noise -c 0-1")
-            .expect("first");
+        let (first, none) =
+            acquire_in(dir.path(), &[0, 1], false, "sandglass noise -c 0-1").expect("first");
         assert!(none.is_empty());
         let e = acquire_in(dir.path(), &[1, 2], false, "sandglass timer").expect_err("busy");
         let text = e.to_string();
         assert!(
-            text.contains(&format!("CPU 1 by pid {} (sandglass noise -c 0-1)", std::process::id())),
+            text.contains(&format!(
+                "CPU 1 by pid {} (sandglass noise -c 0-1)",
+                std::process::id()
+            )),
             "{text}"
         );
         assert!(!text.contains("CPU 2"), "{text}");
