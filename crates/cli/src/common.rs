@@ -171,6 +171,7 @@ pub fn tool() -> Tool {
 /// killed or crashed process left `running` in the runs directory are marked `incomplete`
 /// ([`settle_store`]).
 pub fn context() -> RunContext {
+    end_leftover_loads();
     settle_store();
     RunContext {
         command_line: std::env::args().collect(),
@@ -179,6 +180,7 @@ pub fn context() -> RunContext {
         faults: sandglass::plan::Faults::parse(
             &std::env::var(sandglass::plan::FAULT_ENV).unwrap_or_default(),
         ),
+        shared_cpus: Some(false),
     }
 }
 
@@ -262,13 +264,18 @@ pub fn print_json<T: serde::Serialize>(value: &T) -> Result<(), Failure> {
 pub fn measure_and_print<R: serde::Serialize>(
     events: &'static str,
     json: bool,
+    shared_cpus: bool,
     run: impl FnOnce(&RunContext, &mut Console) -> Result<R, RunError>,
     header: impl Fn(&R) -> &sandglass::result::RunHeader,
     report: fn(&mut dyn Write, &R) -> io::Result<()>,
 ) -> Result<u8, Failure> {
     use anyhow::Context;
     let mut console = Console::with_live_rows(events);
-    let result = run(&context(), &mut console);
+    let ctx = RunContext {
+        shared_cpus: Some(shared_cpus),
+        ..context()
+    };
+    let result = run(&ctx, &mut console);
     console.clear();
     let result = result?;
     register(std::path::Path::new(&header(&result).run_dir));
@@ -416,6 +423,7 @@ pub fn register(dir: &std::path::Path) {
     }
     // A catalog created now is filled from every directory already there, this one included.
     let indexed = sandglass::catalog::Catalog::open(&base).and_then(|mut c| {
+        note_moved_aside(&c);
         if c.created() {
             c.rebuild(&base).map(|_| ())
         } else {
@@ -426,6 +434,33 @@ pub fn register(dir: &std::path::Path) {
         eprintln!(
             "sandglass: warning: the run is complete but was not added to the catalog ({e}); add it later with 'sandglass runs import {}'",
             d.display()
+        );
+    }
+}
+
+/// Ends what the loads of a sandglass that was killed left running (`contain::sweep`), with
+/// one note line each: a load is contained so that nothing it starts outlives its run, and a
+/// SIGKILL gives the run no chance to end it.
+pub fn end_leftover_loads() {
+    for l in sandglass::contain::sweep() {
+        let what = match l.ended {
+            0 => "nothing of it was still running".to_string(),
+            n => format!("ended {n} process(es) it had left running"),
+        };
+        eprintln!(
+            "sandglass: note: sandglass process {} was killed before it could stop its load ({}); {what}",
+            l.owner, l.method
+        );
+    }
+}
+
+/// Says that a damaged catalog was moved aside and a new one is built from the run directories.
+pub fn note_moved_aside(c: &sandglass::catalog::Catalog) {
+    if let Some((aside, reason)) = c.moved_aside() {
+        eprintln!(
+            "sandglass: warning: the run catalog {} was damaged ({reason}); kept it as {} and rebuilt the catalog from the run directories (nothing recorded is lost)",
+            c.path().display(),
+            aside.display()
         );
     }
 }
@@ -442,6 +477,11 @@ pub fn settle_store() {
     let Ok(mut c) = sandglass::catalog::Catalog::open(&base) else {
         return;
     };
+    note_moved_aside(&c);
+    if c.moved_aside().is_some() {
+        let _ = c.rebuild(&base);
+        return;
+    }
     if c.created() {
         // Filled (and settled on the way) by the first command that registers or lists.
         return;

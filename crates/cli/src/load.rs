@@ -142,6 +142,7 @@ pub fn load(a: &LoadArgs) -> Result<u8, Failure> {
 /// Starts the loads, waits for the end or a signal, stops them.
 fn run_blocked(p: &Plan) -> Result<(RunState, String, Nanos, Vec<LoadReport>), Failure> {
     let terminate = [signal::SIGINT, signal::SIGTERM];
+    crate::common::end_leftover_loads();
     let running = load::start(&p.specs, &p.options).map_err(|e| {
         if e.is_usage() {
             Failure::usage(e.to_string())

@@ -13,6 +13,10 @@ pub struct NoiseArgs {
     /// CPUs to measure, such as 1 or 0-3,6 (default: every CPU but the main thread's)
     #[arg(short = 'c', long = "cpus", allow_hyphen_values = true)]
     pub cpus: Option<String>,
+    /// Measure CPUs another sandglass is measuring (each counts the other as noise; the run
+    /// records it with a warning) instead of refusing
+    #[arg(long)]
+    pub shared_cpus: bool,
     /// Scheduling policy of the polling threads: o:NICE (default o:0, as oslat), f:PRIO, r:PRIO,
     /// b or i
     #[arg(
@@ -118,6 +122,7 @@ pub fn noise(a: &NoiseArgs) -> Result<u8, Failure> {
     crate::common::measure_and_print(
         "interruptions",
         a.json,
+        a.shared_cpus,
         |ctx, console| noise::run(&c, ctx, console),
         |r| &r.run,
         sandglass_report::noise::write,

@@ -94,6 +94,7 @@ fn fail(e: CatalogError) -> Failure {
 /// Opens the catalog; a catalog that did not exist yet is filled from the directories first.
 fn open(base: &Path) -> Result<Catalog, Failure> {
     let mut c = Catalog::open(base).map_err(fail)?;
+    crate::common::note_moved_aside(&c);
     if c.created() {
         let report = c.rebuild(base).map_err(fail)?;
         if !report.skipped.is_empty() {
@@ -559,6 +560,7 @@ fn import(dir: &Path) -> Result<u8, Failure> {
 fn rebuild(as_json: bool) -> Result<u8, Failure> {
     let base = store::default_base();
     let mut c = Catalog::open(&base).map_err(fail)?;
+    crate::common::note_moved_aside(&c);
     let report = c.rebuild(&base).map_err(fail)?;
     if as_json {
         print_json(&report)?;

@@ -15,6 +15,10 @@ pub struct TimerArgs {
     /// CPUs to measure, such as 1 or 0-3,6 (default: every CPU but the main thread's)
     #[arg(short = 'c', long = "cpus", allow_hyphen_values = true)]
     pub cpus: Option<String>,
+    /// Measure CPUs another sandglass is measuring (each counts the other as noise; the run
+    /// records it with a warning) instead of refusing
+    #[arg(long)]
+    pub shared_cpus: bool,
     /// Scheduling policy: f:PRIO, r:PRIO, o:NICE, b or i; SCHED_OTHER with a warning when
     /// real-time priorities are not permitted
     #[arg(
@@ -155,6 +159,7 @@ pub fn timer(a: &TimerArgs) -> Result<u8, Failure> {
     crate::common::measure_and_print(
         "wakeups",
         a.json,
+        a.shared_cpus,
         |ctx, console| timer::run(&c, ctx, console),
         |r| &r.run,
         sandglass_report::timer::write,

@@ -808,7 +808,16 @@ fn timer_reports_a_fifo_burst_train_once() {
     std::thread::sleep(Duration::from_millis(500));
     let out = Command::cargo_bin("sandglass")
         .unwrap()
-        .args(["timer", "-c", "1", "-d", "8s", "--json", "-o"])
+        .args([
+            "timer",
+            "-c",
+            "1",
+            "-d",
+            "8s",
+            "--shared-cpus",
+            "--json",
+            "-o",
+        ])
         .arg(&timer_dir)
         .env("SANDGLASS_RUNS_DIR", tmp.path())
         .timeout(Duration::from_secs(60))
@@ -1089,7 +1098,18 @@ fn timer_explains_a_competing_thread() {
     std::thread::sleep(std::time::Duration::from_millis(500));
     let out = Command::cargo_bin("sandglass")
         .unwrap()
-        .args(["timer", "-c", "1", "-P", "f:50", "-d", "5s", "--json", "-o"])
+        .args([
+            "timer",
+            "-c",
+            "1",
+            "-P",
+            "f:50",
+            "-d",
+            "5s",
+            "--shared-cpus",
+            "--json",
+            "-o",
+        ])
         .arg(tmp.path().join("timer"))
         .output()
         .unwrap();

@@ -131,6 +131,20 @@ pub enum DateError {
 }
 
 impl CatalogError {
+    /// True when SQLite says the file is not a database or is corrupt.
+    pub fn is_damage(&self) -> bool {
+        use rusqlite::ErrorCode::{DatabaseCorrupt, NotADatabase};
+        match self {
+            CatalogError::Sql { source, .. } | CatalogError::Open { source, .. } => matches!(
+                source.sqlite_error_code(),
+                Some(NotADatabase) | Some(DatabaseCorrupt)
+            ),
+            _ => false,
+        }
+    }
+}
+
+impl CatalogError {
     /// True when the request itself is at fault (an unknown id, a damaged directory given to
     /// import), rather than the catalog or the system.
     pub fn is_usage(&self) -> bool {
@@ -216,6 +230,8 @@ pub struct Catalog {
     conn: Connection,
     path: PathBuf,
     created: bool,
+    /// Where a damaged database was moved when this one replaced it.
+    moved_aside: Option<(PathBuf, String)>,
 }
 
 /// The catalog's path for the base directory `base`.
@@ -225,8 +241,52 @@ pub fn path_in(base: &Path) -> PathBuf {
 
 impl Catalog {
     /// Opens the catalog of `base`, creating the directory and the database when they do not
-    /// exist yet.
+    /// exist yet. A file that SQLite finds damaged (not a database, or corrupt) is moved aside,
+    /// kept as `catalog.sqlite.damaged-SECONDS` with its journal files, and a new empty
+    /// catalog takes its place ([`Catalog::created`] is then true, and [`Catalog::moved_aside`]
+    /// names the kept file): the catalog is only an index of the run directories, so
+    /// [`Catalog::rebuild`] loses nothing recorded.
     pub fn open(base: &Path) -> Result<Catalog, CatalogError> {
+        match Catalog::open_once(base) {
+            Err(e) if e.is_damage() => {
+                let path = path_in(base);
+                let secs = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_secs())
+                    .unwrap_or(0);
+                let aside = base.join(format!("{FILE_NAME}.damaged-{secs}"));
+                std::fs::rename(&path, &aside)
+                    .map_err(|io| CatalogError::Path(path.clone(), io.to_string()))?;
+                for suffix in ["-wal", "-shm"] {
+                    let journal = base.join(format!("{FILE_NAME}{suffix}"));
+                    if journal.exists() {
+                        let kept = base.join(format!("{FILE_NAME}.damaged-{secs}{suffix}"));
+                        let _ = std::fs::rename(&journal, kept);
+                    }
+                }
+                let reason = match &e {
+                    CatalogError::Sql { source, .. } | CatalogError::Open { source, .. } => {
+                        source.to_string()
+                    }
+                    other => other.to_string(),
+                };
+                let mut c = Catalog::open_once(base)?;
+                c.created = true;
+                c.moved_aside = Some((aside, reason));
+                Ok(c)
+            }
+            r => r,
+        }
+    }
+
+    /// The damaged file that [`Catalog::open`] moved aside, and SQLite's reason.
+    pub fn moved_aside(&self) -> Option<(&Path, &str)> {
+        self.moved_aside
+            .as_ref()
+            .map(|(p, r)| (p.as_path(), r.as_str()))
+    }
+
+    fn open_once(base: &Path) -> Result<Catalog, CatalogError> {
         let path = path_in(base);
         let open_err = |source| CatalogError::Open {
             path: path.clone(),
@@ -247,6 +307,7 @@ impl Catalog {
             conn,
             path,
             created: false,
+            moved_aside: None,
         };
         c.created = c.init()?;
         Ok(c)

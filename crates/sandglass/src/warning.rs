@@ -38,6 +38,9 @@ pub enum WarningKind {
     ThreadDidNotStop,
     /// A load failed or stopped early; the measurement ran under less load than asked.
     LoadFailed,
+    /// Another sandglass was measuring a CPU of this run (`--shared-cpus`): each counts the
+    /// other as noise.
+    CpusShared,
 }
 
 /// One warning.

@@ -23,11 +23,21 @@
 //! SIGTERM to receive them synchronously (see [`crate::signal`]), and a child inherits the
 //! mask across `exec`: stress-ng would then never see the SIGINT that asks it to stop.
 //!
-//! A descendant that leaves the group on purpose (`setsid`, a daemon) escapes all of this; no
-//! user-space mechanism short of a cgroup can follow it.
+//! A descendant that leaves the group on purpose (`setsid`, a daemon) escapes the group, so
+//! [`isolate`] can also move the child into a cgroup before it runs anything (every descendant
+//! stays in a cgroup whatever groups or sessions it makes), and a warden, a small process
+//! forked outside it in a session of its own, waits on a pipe whose write end only sandglass
+//! holds ([`Warden`]); when that end closes, normally or because sandglass died (SIGKILL
+//! included), the warden kills the whole cgroup (`cgroup.kill`) and removes it. Where no cgroup
+//! can be made, [`set_child_subreaper`] makes orphaned descendants children of sandglass
+//! instead of init, so that they can still be found and ended.
 
 use crate::errno::{check, Errno};
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::Command;
 
 /// SIGKILL, as a number.
@@ -35,26 +45,85 @@ pub const SIGKILL: i32 = libc::SIGKILL;
 
 /// The name the guardian process shows in `ps` (at most 15 bytes, as `comm` allows).
 const GUARDIAN_NAME: &[u8] = b"sandglass-guard\0";
+/// The name the warden process shows in `ps`.
+const WARDEN_NAME: &[u8] = b"sandglass-wardn\0";
+
+/// `DIR/FILE` as a C string, for use between fork and exec (where nothing may allocate).
+fn c_path(dir: &Path, file: &str) -> Result<CString, Errno> {
+    let mut bytes = dir.as_os_str().as_bytes().to_vec();
+    bytes.push(b'/');
+    bytes.extend_from_slice(file.as_bytes());
+    CString::new(bytes).map_err(|_| Errno::EINVAL)
+}
+
+/// Writes `text` to the file at `path` with one `open` and one `write`; async-signal-safe.
+///
+/// # Safety
+///
+/// Callable in a forked child; `path` must be a valid C string.
+unsafe fn write_file(path: &CString, text: &[u8]) -> bool {
+    // SAFETY: open, write and close are plain system calls on memory we own.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return false;
+        }
+        let n = libc::write(fd, text.as_ptr().cast(), text.len());
+        libc::close(fd);
+        n == text.len() as isize
+    }
+}
 
 /// Makes the process that `cmd` spawns the leader of a new process group that dies with the
 /// spawning thread, guarded so that its whole group dies with it (see the module documentation).
 ///
+/// With `cgroup`, the child first moves itself into that cgroup v2 directory (writing `0` to its
+/// `cgroup.procs`), so that it and everything it starts stay there; spawning fails with the
+/// kernel's error when the move is refused.
+///
 /// Spawning fails with `ESRCH` when the spawning process was already gone by the time the child
 /// set its parent-death signal (the signal would then never come).
-pub fn isolate(cmd: &mut Command) {
+pub fn isolate(cmd: &mut Command, cgroup: Option<&Path>) -> Result<Option<Warden>, Errno> {
     let parent = crate::process::pid();
     let none_blocked = crate::signal::sigset(&[]);
+    let procs = cgroup.map(|d| c_path(d, "cgroup.procs")).transpose()?;
+    let mut warden_pipe = None;
+    let mut warden_end = None;
+    if let Some(dir) = cgroup {
+        let kill = c_path(dir, "cgroup.kill")?;
+        let dir = CString::new(dir.as_os_str().as_bytes()).map_err(|_| Errno::EINVAL)?;
+        let mut fds = [0 as libc::c_int; 2];
+        // SAFETY: `fds` has room for the two descriptors pipe2 writes.
+        check(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
+        // SAFETY: pipe2 just returned these descriptors, owned by nothing else.
+        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        warden_pipe = Some((read, kill, dir));
+        warden_end = Some(Warden { _write_end: write });
+    }
     // SAFETY: the closure runs in the child between fork and exec, where the process has a
     // single thread and only async-signal-safe functions may be called. It calls sigprocmask
-    // (with a set prepared before the fork), setpgid, prctl, getppid, getpid and fork (all
+    // (with a set prepared before the fork), open, write and close (on a path prepared before
+    // the fork), setpgid, prctl, getppid, getpid and fork (all
     // async-signal-safe system calls) and builds
     // `io::Error` values from raw error numbers, which does not allocate. It touches no lock
-    // and no memory shared with the parent's other threads. The guardian it forks runs only
-    // `guard`, whose own SAFETY paragraph covers it, and never returns into Rust code.
+    // and no memory shared with the parent's other threads. The guardian and the warden it
+    // forks run only `guard` and `warden`, whose own SAFETY paragraphs cover them, and never
+    // return into Rust code.
     unsafe {
         cmd.pre_exec(move || {
             if libc::sigprocmask(libc::SIG_SETMASK, &none_blocked, std::ptr::null_mut()) == -1 {
                 return Err(std::io::Error::last_os_error());
+            }
+            if let Some((read, kill, dir)) = &warden_pipe {
+                // Forked before the move, so the warden stays outside the cgroup it guards.
+                if libc::fork() == 0 {
+                    warden(read.as_raw_fd(), kill, dir);
+                }
+            }
+            if let Some(procs) = &procs {
+                if !write_file(procs, b"0") {
+                    return Err(std::io::Error::last_os_error());
+                }
             }
             if libc::setpgid(0, 0) == -1 {
                 return Err(std::io::Error::last_os_error());
@@ -80,6 +149,105 @@ pub fn isolate(cmd: &mut Command) {
             Ok(())
         });
     }
+    Ok(warden_end)
+}
+
+/// The write end of the pipe a cgroup's warden waits on (see [`isolate`]): while it is open, the
+/// warden sleeps; when it closes (dropped, or sandglass ends however it ends), the warden kills
+/// the cgroup and removes it.
+#[derive(Debug)]
+pub struct Warden {
+    _write_end: OwnedFd,
+}
+
+/// The warden's whole life: wait until every write end of its pipe has closed, then write `1` to
+/// `cgroup.kill` (every process in the cgroup gets SIGKILL), remove the directory once it is
+/// empty (trying for two seconds) and exit.
+///
+/// # Safety
+///
+/// Must be called only in a freshly forked single-threaded child, as `isolate` does.
+unsafe fn warden(read_end: libc::c_int, kill: &CString, dir: &CString) -> ! {
+    // SAFETY: as in `guard`: thin wrappers of system calls, safe in a forked child; the paths
+    // were made before the fork and the read end is the only descriptor kept.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::sigprocmask(libc::SIG_SETMASK, &all, std::ptr::null_mut());
+        libc::setsid();
+        for fd in 0..read_end {
+            libc::close(fd);
+        }
+        libc::syscall(
+            libc::SYS_close_range,
+            (read_end + 1) as libc::c_uint,
+            libc::c_uint::MAX,
+            0,
+        );
+        libc::prctl(
+            libc::PR_SET_NAME,
+            WARDEN_NAME.as_ptr() as libc::c_ulong,
+            0,
+            0,
+            0,
+        );
+        let mut byte = 0u8;
+        while libc::read(read_end, (&mut byte as *mut u8).cast(), 1) != 0 {
+            if *libc::__errno_location() != libc::EINTR {
+                break;
+            }
+        }
+        write_file(kill, b"1");
+        let pause = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 10_000_000,
+        };
+        for _ in 0..200 {
+            if libc::rmdir(dir.as_ptr()) == 0 || *libc::__errno_location() == libc::ENOENT {
+                break;
+            }
+            libc::nanosleep(&pause, std::ptr::null_mut());
+        }
+        libc::_exit(0);
+    }
+}
+
+/// Closes every file descriptor of a forked child.
+///
+/// # Safety
+///
+/// Only in a forked child that needs none of its descriptors.
+unsafe fn close_all() {
+    // SAFETY: close_range and close take integers only.
+    unsafe {
+        if libc::syscall(
+            libc::SYS_close_range,
+            0 as libc::c_uint,
+            libc::c_uint::MAX,
+            0,
+        ) != 0
+        {
+            for fd in 0..65_536 {
+                libc::close(fd);
+            }
+        }
+    }
+}
+
+/// Makes this process the reaper of its orphaned descendants (`PR_SET_CHILD_SUBREAPER`): a
+/// process whose parent ends becomes a child of this one instead of init's, so a descendant
+/// that double-forks and calls `setsid` can still be found under this process and ended.
+pub fn set_child_subreaper() -> Result<(), Errno> {
+    // SAFETY: integer arguments only.
+    check(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0) })
+        .map(|_| ())
+}
+
+/// Collects child `pid` if it has ended (`waitpid(WNOHANG)`); true when it was collected. Used
+/// for orphans adopted as subreaper, which no `Child` handle waits for.
+pub fn reap(pid: i32) -> bool {
+    // SAFETY: plain integer arguments, no status wanted.
+    unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) == pid }
 }
 
 /// The guardian's whole life: wait for `leader` (the parent) to end, then kill its group.
@@ -97,17 +265,7 @@ unsafe fn guard(leader: libc::pid_t) -> ! {
         let mut all: libc::sigset_t = std::mem::zeroed();
         libc::sigfillset(&mut all);
         libc::sigprocmask(libc::SIG_SETMASK, &all, std::ptr::null_mut());
-        if libc::syscall(
-            libc::SYS_close_range,
-            0 as libc::c_uint,
-            libc::c_uint::MAX,
-            0,
-        ) != 0
-        {
-            for fd in 0..65_536 {
-                libc::close(fd);
-            }
-        }
+        close_all();
         libc::prctl(
             libc::PR_SET_NAME,
             GUARDIAN_NAME.as_ptr() as libc::c_ulong,
@@ -227,7 +385,7 @@ mod tests {
     fn an_isolated_child_leads_its_own_group_and_dies_with_it() {
         let mut cmd = Command::new("sleep");
         cmd.arg("30").stdin(Stdio::null());
-        isolate(&mut cmd);
+        isolate(&mut cmd, None).expect("isolate");
         let mut child = cmd.spawn().expect("spawn sleep");
         let pgid = child.id() as i32;
         assert_eq!(group_of(child.id()), Some(pgid));
@@ -245,7 +403,7 @@ mod tests {
         let child = std::thread::spawn(|| {
             let mut cmd = Command::new("sh");
             cmd.args(["-c", "sleep 30; true"]).stdin(Stdio::null());
-            isolate(&mut cmd);
+            isolate(&mut cmd, None).expect("isolate");
             let child = cmd.spawn().expect("spawn sh");
             // Let the shell start its grandchild before this thread ends.
             std::thread::sleep(Duration::from_millis(200));
@@ -267,7 +425,7 @@ mod tests {
             let mut cmd = Command::new("grep");
             cmd.args(["^SigBlk:", "/proc/self/status"])
                 .stdin(Stdio::null());
-            isolate(&mut cmd);
+            isolate(&mut cmd, None).expect("isolate");
             let out = cmd.output().expect("run grep");
             let text = String::from_utf8_lossy(&out.stdout);
             let mask = text.split_whitespace().nth(1).expect("SigBlk line");

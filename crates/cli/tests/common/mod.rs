@@ -76,11 +76,22 @@ pub struct Out {
     pub stderr: String,
 }
 
+/// A runtime directory (CPU locks) of its own for the runs directory `runs`: tests of one
+/// binary run at once, and those that do not measure figures need not wait for each other's
+/// CPUs.
+pub fn runtime_for(runs: &std::path::Path) -> std::path::PathBuf {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    runs.hash(&mut h);
+    std::env::temp_dir().join(format!("sandglass-test-runtime-{:x}", h.finish()))
+}
+
 /// Runs the command with `args` and its runs directory (and so its catalog) in `runs`.
 pub fn run_in(runs: &std::path::Path, args: &[&str]) -> Out {
     let out = assert_cmd::Command::cargo_bin("sandglass")
         .unwrap()
         .env("SANDGLASS_RUNS_DIR", runs)
+        .env("SANDGLASS_RUNTIME_DIR", runtime_for(runs))
         .args(args)
         .output()
         .unwrap();
@@ -110,6 +121,7 @@ pub fn start_run(
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("sandglass"))
         .args(args)
         .env("SANDGLASS_RUNS_DIR", runs)
+        .env("SANDGLASS_RUNTIME_DIR", runtime_for(runs))
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()

@@ -30,6 +30,8 @@ use std::time::{Duration, Instant};
 const KILL_AFTER: Duration = Duration::from_secs(2);
 /// How long a group has to vanish after SIGKILL before the supervisor reports it and leaves.
 const GIVE_UP_AFTER: Duration = Duration::from_secs(2);
+/// How often a load whose command has ended is checked for processes it left running.
+const LINGER_STEP: Duration = Duration::from_millis(100);
 /// How much of the end of the captured output is read.
 const OUTPUT_TAIL: u64 = 256 << 10;
 
@@ -123,7 +125,13 @@ fn supervise(
         .stdin(Stdio::null())
         .stdout(stdout)
         .stderr(stderr);
-    child::isolate(&mut cmd);
+    let mut jail = crate::contain::Jail::new();
+    if let Err(e) = jail.prepare(&mut cmd) {
+        return fail(ThreadError::Run {
+            program: program.to_path_buf(),
+            source: std::io::Error::from_raw_os_error(e.0),
+        });
+    }
     let mut proc = match cmd.spawn() {
         Ok(p) => p,
         Err(source) => {
@@ -136,6 +144,7 @@ fn supervise(
     drop(cmd);
     let spawned = Instant::now();
     let group = proc.id() as i32;
+    jail.started(group);
     starter.ready(Ok(Some(group)));
 
     let mut status: Option<ExitStatus> = None;
@@ -156,19 +165,34 @@ fn supervise(
             }
         }
         let leader_done = status.is_some() || wait_error.is_some();
-        // The guardian ends the rest of the group once the leader has gone.
-        if leader_done && !child::group_alive(group) {
-            break;
+        jail.poll();
+        // The guardian ends the rest of the group once the leader has gone; what left the
+        // group runs on in the jail until the loads stop, checked every 100 ms (a subreaper
+        // jail walks /proc to check), and is ended by `Jail::close`.
+        if leader_done {
+            let over = if shared.stopped() {
+                !child::group_alive(group)
+            } else {
+                !jail.alive()
+            };
+            if over {
+                break;
+            }
+            if !shared.stopped() {
+                std::thread::sleep(LINGER_STEP);
+            }
         }
         if shared.stopped() {
             let now = Instant::now();
             match (interrupted_at, killed_at) {
                 (None, _) => {
                     let _ = child::signal_group(group, SIGINT);
+                    jail.signal(SIGINT);
                     interrupted_at = Some(now);
                 }
                 (Some(t), None) if now - t >= KILL_AFTER => {
                     let _ = child::signal_group(group, child::SIGKILL);
+                    jail.signal(child::SIGKILL);
                     killed_at = Some(now);
                 }
                 (_, Some(t)) if now - t >= GIVE_UP_AFTER => {
@@ -182,6 +206,7 @@ fn supervise(
     }
     let ended = exited_at.unwrap_or_else(Instant::now);
     let ran = ended.saturating_duration_since(spawned);
+    let contained = jail.close();
     let text = read_tail(output);
     let stopped = interrupted_at.is_some_and(|t| exited_at.is_none_or_after(t));
     let how = how_it_ended(status, stopped, killed_at.is_some(), ran);
@@ -191,6 +216,8 @@ fn supervise(
             "process group {group} did not end within {} s of SIGKILL",
             GIVE_UP_AFTER.as_secs()
         ));
+    } else if let Err(e) = &contained {
+        error = Some(e.clone());
     } else if let Some(e) = wait_error {
         error = Some(format!("cannot wait for process {group}: {e}"));
     } else if !stopped && !status.is_some_and(|s| s.success()) {

@@ -602,6 +602,7 @@ pub(crate) fn test_context(base: &Path) -> RunContext {
         },
         base_dir: base.to_path_buf(),
         faults: Default::default(),
+        shared_cpus: None,
     }
 }
 

@@ -67,6 +67,10 @@ pub struct RunContext {
     pub base_dir: PathBuf,
     /// Failures to inject (tests of the failure paths).
     pub faults: Faults,
+    /// The measured CPUs' locks ([`crate::cpulock`]): `Some(false)` refuses CPUs another
+    /// sandglass is measuring, `Some(true)` measures them with a warning (`--shared-cpus`),
+    /// `None` takes no lock (tests that run in one process).
+    pub shared_cpus: Option<bool>,
 }
 
 impl RunContext {
@@ -380,6 +384,8 @@ pub(crate) struct Prepared<'a> {
     dir: RunDir,
     manifest: Manifest,
     warnings: Vec<Warning>,
+    /// The measured CPUs' locks, held until the run ends.
+    _cpu_locks: crate::cpulock::CpuLocks,
 }
 
 impl Prepared<'_> {
@@ -413,7 +419,29 @@ fn prepare<'a, H: Host>(
     if plan.threads.iter().any(|t| t.timer == TimerKind::Rtc) && os::rtc_path().is_none() {
         return Err(RunError::Usage(os::TimerError::NoRtc.to_string()));
     }
-    let warnings = plan::pre_run_warnings(plan, &placement, &sys, &counter);
+    let mut warnings = plan::pre_run_warnings(plan, &placement, &sys, &counter);
+    let (cpu_locks, shared_with) = match ctx.shared_cpus {
+        Some(shared) => crate::cpulock::acquire(
+            &placement.measured.to_vec(),
+            shared,
+            &ctx.command_line.join(" "),
+        )
+        .map_err(|e| RunError::Usage(e.to_string()))?,
+        None => Default::default(),
+    };
+    if !shared_with.is_empty() {
+        warnings.push(Warning::new(
+            WarningKind::CpusShared,
+            format!(
+                "--shared-cpus: another sandglass was measuring {} when this run started; each run counts the other's work as noise",
+                shared_with
+                    .iter()
+                    .map(|h| h.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ));
+    }
     for w in &warnings {
         obs.warning(w);
     }
@@ -452,6 +480,7 @@ fn prepare<'a, H: Host>(
         dir,
         manifest,
         warnings,
+        _cpu_locks: cpu_locks,
     })
 }
 

@@ -252,6 +252,7 @@ fn context(base: &std::path::Path, faults: Faults) -> RunContext {
         },
         base_dir: base.to_path_buf(),
         faults,
+        shared_cpus: None,
     }
 }
 
