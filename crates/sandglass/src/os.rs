@@ -74,15 +74,38 @@ pub enum TimerError {
     Timerfd(Errno),
     #[error("timer_create failed: {0}")]
     Posix(Errno),
-    #[error("-i RTC: this machine has no /dev/rtc (the kernel has no RTC driver, common in virtual machines); use -i HR, the high-resolution timer (clock_nanosleep), instead")]
-    NoRtc,
-    #[error("-i RTC: cannot open {path}: {source}; use -i HR instead")]
-    RtcOpen {
+    #[error("-i RTC: {0}; use -i HR, the high-resolution timer (clock_nanosleep), instead")]
+    Rtc(#[from] RtcUnusable),
+}
+
+/// Why `/dev/rtc` cannot give the periodic interrupts that `-i RTC` waits on.
+#[derive(Debug, thiserror::Error)]
+pub enum RtcUnusable {
+    #[error("this machine has no /dev/rtc (the kernel has no RTC driver, common in virtual machines)")]
+    Missing,
+    #[error("cannot open {path}: {source}")]
+    Open {
         path: &'static str,
         source: std::io::Error,
     },
-    #[error("-i RTC: cannot start {RTC_HZ} Hz periodic interrupts on {path}: {errno} (rates above 64 Hz need root or /proc/sys/dev/rtc/max-user-freq); use -i HR instead")]
-    RtcStart { path: &'static str, errno: Errno },
+    #[error("cannot start {RTC_HZ} Hz periodic interrupts on {path}: {errno} (rates above 64 Hz need root or /proc/sys/dev/rtc/max-user-freq)")]
+    Start { path: &'static str, errno: Errno },
+}
+
+/// Opens the RTC and starts its periodic interrupts, as a thread with `-i RTC` will: the device
+/// ready for one user, or why it is not usable here.
+fn open_rtc() -> Result<Rtc, RtcUnusable> {
+    let path = rtc_path().ok_or(RtcUnusable::Missing)?;
+    let rtc = Rtc::open(std::path::Path::new(path))
+        .map_err(|source| RtcUnusable::Open { path, source })?;
+    rtc.start_periodic(RTC_HZ)
+        .map_err(|errno| RtcUnusable::Start { path, errno })?;
+    Ok(rtc)
+}
+
+/// Whether `-i RTC` can work here: the RTC is opened, started and closed again.
+pub fn rtc_usable() -> Result<(), RtcUnusable> {
+    open_rtc().map(drop)
 }
 
 /// Creates the timer of `kind` for the calling thread. POSIX timers need the timer signal
@@ -97,14 +120,7 @@ pub fn make_timer(kind: TimerKind) -> Result<OsTimer, TimerError> {
             PosixTimer::new_for_thread(sched::gettid(), sandglass_sys::signal::timer_signal())
                 .map_err(TimerError::Posix)?,
         ),
-        TimerKind::Rtc => {
-            let path = rtc_path().ok_or(TimerError::NoRtc)?;
-            let rtc = Rtc::open(std::path::Path::new(path))
-                .map_err(|source| TimerError::RtcOpen { path, source })?;
-            rtc.start_periodic(RTC_HZ)
-                .map_err(|errno| TimerError::RtcStart { path, errno })?;
-            OsTimer::Rtc(rtc)
-        }
+        TimerKind::Rtc => OsTimer::Rtc(open_rtc()?),
     })
 }
 
@@ -488,6 +504,33 @@ pub fn admission_message(
     format!(
         "thread {thread}: the kernel refused the reservation {runtime}/{period} ({asked:.1}% of a CPU; EBUSY from SCHED_DEADLINE admission control). It admits at most {per_cpu:.0}% per CPU x {cpus} CPUs = {total:.0}% in all; this run's other threads already hold {held_by_run:.1}%, and other SCHED_DEADLINE tasks and the fair server (5% per CPU on kernels since 6.12) count too. Ask for less, or stop other deadline tasks"
     )
+}
+
+/// The largest `--cpu-dma-latency` accepted, in µs (the kernel's own limit is 2,000 s).
+pub const MAX_CPU_DMA_LATENCY_US: u32 = 2_000_000_000;
+
+/// Parses `--cpu-dma-latency`: a whole number of microseconds, or `off` (`None`). The error
+/// says what is wrong with the value and what to give instead.
+pub fn parse_cpu_dma_latency(text: &str) -> Result<Option<u32>, String> {
+    const FIX: &str =
+        "give a whole number of microseconds (0 keeps CPUs out of deep idle states) or off";
+    let t = text.trim();
+    if t == "off" {
+        return Ok(None);
+    }
+    let digits = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_digit());
+    if t.strip_prefix('-').is_some_and(digits) {
+        return Err(format!("the value is negative: {FIX}"));
+    }
+    if digits(t) {
+        return match t.parse::<u32>() {
+            Ok(v) if v <= MAX_CPU_DMA_LATENCY_US => Ok(Some(v)),
+            _ => Err(format!(
+                "the value is too large: the limit is {MAX_CPU_DMA_LATENCY_US} µs; {FIX}"
+            )),
+        };
+    }
+    Err(FIX.to_string())
 }
 
 /// Holds `/dev/cpu_dma_latency` at a value while it lives (the kernel keeps the request only

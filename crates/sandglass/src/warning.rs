@@ -38,6 +38,9 @@ pub enum WarningKind {
     ThreadDidNotStop,
     /// A load failed or stopped early; the measurement ran under less load than asked.
     LoadFailed,
+    /// A timer the command line asked for is not available here; a documented substitute ran
+    /// instead (Hourglass's `-i RTC` without `/dev/rtc` uses HR).
+    TimerFallback,
 }
 
 /// One warning.
