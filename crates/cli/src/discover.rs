@@ -7,7 +7,7 @@ use anyhow::Context;
 use clap::Command;
 use std::io::{self, Write};
 
-/// Prints the man page of `path` (empty: the top page; `["analyze", "tail"]`: a nested
+/// Prints the man page of `path` (empty: the top page; `["analyze", "rta"]`: a nested
 /// command's page) in roff, for `man -l -` or a `man1` directory.
 pub fn man(mut top: Command, path: &[String]) -> Result<u8, Failure> {
     // Building gives every subcommand its page name (`sandglass-timer`) and the command line

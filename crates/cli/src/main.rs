@@ -85,7 +85,7 @@ enum Command {
     /// Print a man page in roff: sandglass's own, or a command's (such as `sandglass man
     /// timer > sandglass-timer.1`)
     Man {
-        /// The command whose page to print, such as timer or analyze tail (default: the top
+        /// The command whose page to print, such as timer or analyze rta (default: the top
         /// page)
         #[arg(value_name = "COMMAND")]
         command: Vec<String>,
