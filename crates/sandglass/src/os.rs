@@ -620,7 +620,32 @@ mod tests {
             m.contains("37.5%") && m.contains("95% per CPU x 2 CPUs = 190%"),
             "{m}"
         );
-        assert!(TimerError::NoRtc.to_string().contains("-i HR"));
+        assert!(TimerError::Rtc(RtcUnusable::Missing)
+            .to_string()
+            .contains("-i HR"));
+    }
+
+    #[test]
+    fn cpu_dma_latency_values() {
+        assert_eq!(parse_cpu_dma_latency("0"), Ok(Some(0)));
+        assert_eq!(parse_cpu_dma_latency("off"), Ok(None));
+        assert_eq!(
+            parse_cpu_dma_latency("2000000000"),
+            Ok(Some(MAX_CPU_DMA_LATENCY_US))
+        );
+        for (text, says) in [
+            ("-1", "negative"),
+            ("-20", "negative"),
+            ("2000000001", "too large"),
+            ("99999999999", "too large"),
+            ("soon", "whole number"),
+            ("", "whole number"),
+            ("-", "whole number"),
+            ("1.5", "whole number"),
+        ] {
+            let e = parse_cpu_dma_latency(text).expect_err(text);
+            assert!(e.contains(says), "{text}: {e}");
+        }
     }
 
     /// Each timer kind's arithmetic on an exact calibration: 3 ticks per ns against
