@@ -38,17 +38,26 @@ fn man_prints_roff_pages_for_the_top_and_each_command() {
     assert!(top.contains("sandglass\\-timer(1)"), "no timer page named");
     let timer = stdout_of(&["man", "timer"]);
     assert!(timer.contains(".TH sandglass-timer 1"), "no timer title");
-    assert!(timer.contains("\\-\\-cpu\\-dma\\-latency"), "timer options missing");
+    assert!(
+        timer.contains("\\-\\-cpu\\-dma\\-latency"),
+        "timer options missing"
+    );
     assert!(timer.contains("\\-\\-quiet"), "--quiet missing");
     let tail = stdout_of(&["man", "analyze", "rta"]);
-    assert!(tail.contains(".TH sandglass-analyze-rta 1"), "no nested title");
+    assert!(
+        tail.contains(".TH sandglass-analyze-rta 1"),
+        "no nested title"
+    );
 }
 
 #[test]
 fn bash_accepts_the_bash_completions() {
     let script = stdout_of(&["completions", "bash"]);
     assert!(script.contains("complete -F"), "not a bash completion");
-    assert!(script.contains("--cpu-dma-latency"), "timer options missing");
+    assert!(
+        script.contains("--cpu-dma-latency"),
+        "timer options missing"
+    );
     let Ok(bash) = std::process::Command::new("bash")
         .arg("-n")
         .stdin(std::process::Stdio::piped())
@@ -83,7 +92,17 @@ fn quiet_prints_only_what_json_asks_for() {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("quiet");
     let out = sandglass()
-        .args(["timer", "-c", "0", "-d", "1s", "--sample-rate", "0", "-q", "-o"])
+        .args([
+            "timer",
+            "-c",
+            "0",
+            "-d",
+            "1s",
+            "--sample-rate",
+            "0",
+            "-q",
+            "-o",
+        ])
         .arg(&run)
         .output()
         .unwrap();

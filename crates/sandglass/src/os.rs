@@ -81,7 +81,9 @@ pub enum TimerError {
 /// Why `/dev/rtc` cannot give the periodic interrupts that `-i RTC` waits on.
 #[derive(Debug, thiserror::Error)]
 pub enum RtcUnusable {
-    #[error("this machine has no /dev/rtc (the kernel has no RTC driver, common in virtual machines)")]
+    #[error(
+        "this machine has no /dev/rtc (the kernel has no RTC driver, common in virtual machines)"
+    )]
     Missing,
     #[error("cannot open {path}: {source}")]
     Open {

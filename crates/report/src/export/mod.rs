@@ -120,15 +120,20 @@ impl Table {
             return Err(format(1, &"the file is empty (no header row)"));
         }
         let mut rows = Vec::new();
+        let mut lines = LineCounter::default();
         for record in reader.records() {
             let record = record.map_err(|e| {
-                format(e.position().map_or(0, |p| p.line()), &e)
+                let at = e.position().map_or(0, |p| p.byte() as usize);
+                format(lines.line_at(text, at) as u64, &e)
             })?;
-            let line = record.position().map_or(0, |p| p.line()) as usize;
             if record.iter().all(str::is_empty) {
                 continue;
             }
-            rows.push((line, record.iter().map(String::from).collect()));
+            let at = record.position().map_or(0, |p| p.byte() as usize);
+            rows.push((
+                lines.line_at(text, at),
+                record.iter().map(String::from).collect(),
+            ));
         }
         Ok(Table {
             path,
@@ -164,6 +169,30 @@ impl Table {
             line: *line,
             fields,
         })
+    }
+}
+
+/// Line numbers of byte offsets met in increasing order. The `csv` crate's own line count lags
+/// by one after a CRLF line end, so lines are counted here: a record starts at the first byte
+/// after the line ends and blank lines at its offset.
+#[derive(Default)]
+struct LineCounter {
+    at: usize,
+    newlines: usize,
+}
+
+impl LineCounter {
+    fn line_at(&mut self, text: &str, offset: usize) -> usize {
+        let bytes = text.as_bytes();
+        let mut end = offset.min(bytes.len());
+        while end < bytes.len() && matches!(bytes[end], b'\r' | b'\n') {
+            end += 1;
+        }
+        if end > self.at {
+            self.newlines += bytes[self.at..end].iter().filter(|&&b| b == b'\n').count();
+            self.at = end;
+        }
+        self.newlines + 1
     }
 }
 
@@ -342,7 +371,10 @@ mod tests {
         assert_eq!(
             fields(&t),
             [
-                (2, vec!["1".into(), "kworker/0:1, events".into(), "0".into()]),
+                (
+                    2,
+                    vec!["1".into(), "kworker/0:1, events".into(), "0".into()]
+                ),
                 (4, vec!["2".into(), "say \"hi\"".into(), "1".into()]),
             ]
         );
@@ -351,7 +383,9 @@ mod tests {
     #[test]
     fn an_empty_file_or_a_bad_quote_names_the_line() {
         match Table::parse(PathBuf::from("e.csv"), "") {
-            Err(ExportError::Format { line: 1, message, .. }) => {
+            Err(ExportError::Format {
+                line: 1, message, ..
+            }) => {
                 assert!(message.contains("empty"), "{message}")
             }
             _ => panic!("an empty file was read"),

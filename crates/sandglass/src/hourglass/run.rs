@@ -7,8 +7,8 @@ use crate::analysis::trace::{Interval, TraceInference};
 use crate::causes::spikes::{self, SpikeLog};
 use crate::engine::merge::Merge;
 use crate::engine::{EndReason, JobRecord, LatSample, Record};
-use crate::model::Workload;
 use crate::model::TimerKind;
+use crate::model::Workload;
 use crate::os::RtcUnusable;
 use crate::runner::{self, Measured, Sink, SinkSetup, SpikeAt, Timebase};
 use crate::stats::Accumulator;
@@ -306,7 +306,9 @@ pub fn run(
     obs: &mut dyn Observer,
 ) -> Result<HourglassResult, RunError> {
     let fallback = rtc_fallback(spec, crate::os::rtc_usable())?;
-    let spec = &fallback.as_ref().map_or_else(|| spec.clone(), |(s, _)| s.clone());
+    let spec = &fallback
+        .as_ref()
+        .map_or_else(|| spec.clone(), |(s, _)| s.clone());
     if let Some((_, w)) = &fallback {
         obs.warning(w);
     }
@@ -504,13 +506,21 @@ mod tests {
         assert_eq!(changed.threads[1].timer, s.threads[1].timer);
         assert_eq!(w.kind, WarningKind::TimerFallback);
         assert!(w.message.contains("no /dev/rtc"), "{}", w.message);
-        assert!(w.message.contains("thread 0 waits with HR"), "{}", w.message);
+        assert!(
+            w.message.contains("thread 0 waits with HR"),
+            "{}",
+            w.message
+        );
         assert!(w.message.contains("--require-rtc"), "{}", w.message);
         let two = spec("-n 2 -a -w LAT 5.3ms -i RTC");
         let (_, w) = rtc_fallback(&two, Err(RtcUnusable::Missing))
             .unwrap()
             .expect("a fallback");
-        assert!(w.message.contains("threads 0, 1 wait with HR"), "{}", w.message);
+        assert!(
+            w.message.contains("threads 0, 1 wait with HR"),
+            "{}",
+            w.message
+        );
     }
 
     #[test]
