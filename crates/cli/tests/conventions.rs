@@ -86,53 +86,32 @@ fn bash_accepts_the_bash_completions() {
     }
 }
 
+/// Runs a one-second measurement of CPU 0 with `flags` into `run`; expects exit code 0 and
+/// nothing on standard error, and gives standard output.
+fn quiet_run(command: &str, flags: &[&str], run: &Path) -> Vec<u8> {
+    let out = sandglass()
+        .args([command, "-c", "0", "-d", "1s", "--sample-rate", "0"])
+        .args(flags)
+        .arg("-o")
+        .arg(run)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{command} {flags:?}: {stderr}");
+    assert!(stderr.is_empty(), "{command} {flags:?} printed: {stderr}");
+    // The run keeps what was not printed.
+    assert!(run.join("summary.json").is_file(), "{command}: no summary");
+    out.stdout
+}
+
 #[test]
 fn quiet_prints_only_what_json_asks_for() {
     let _g = lock();
     let dir = tempfile::tempdir().unwrap();
-    let run = dir.path().join("quiet");
-    let out = sandglass()
-        .args([
-            "timer",
-            "-c",
-            "0",
-            "-d",
-            "1s",
-            "--sample-rate",
-            "0",
-            "-q",
-            "-o",
-        ])
-        .arg(&run)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    assert!(out.stdout.is_empty(), "quiet printed a summary");
-    assert!(stderr.is_empty(), "quiet printed: {stderr}");
-    // The run keeps what was not printed.
-    assert!(run.join("summary.json").is_file());
-    let run = dir.path().join("quiet-json");
-    let out = sandglass()
-        .args([
-            "noise",
-            "-c",
-            "0",
-            "-d",
-            "1s",
-            "--sample-rate",
-            "0",
-            "--quiet",
-            "--json",
-            "-o",
-        ])
-        .arg(&run)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    assert!(stderr.is_empty(), "quiet printed: {stderr}");
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let text = quiet_run("timer", &["-q"], &dir.path().join("timer"));
+    assert!(text.is_empty(), "quiet printed a summary");
+    let json = quiet_run("noise", &["--quiet", "--json"], &dir.path().join("noise"));
+    let v: serde_json::Value = serde_json::from_slice(&json).unwrap();
     assert!(v["cpus"].is_array(), "{v}");
 }
 
