@@ -79,9 +79,9 @@ def main():
     if os.path.isdir(CORPUS):
         shutil.rmtree(CORPUS)
 
-    for t in ["10s", "1ms", "500us", "1.5ms", "250µs", "100ns", "2h", "1m", "0", "12345", "0.25s", "3m20s"]:
+    for t in ["10s", "1ms", "500us", "1.5ms", "250µs", "100ns", "2h", "1m", "0", "12345", "0.25s", "3m20s", "1h30m", "1s500ms"]:
         put("time_string", t)
-    for c in ["0", "0-3,6", "1,3,5-7", "0-1", "7"]:
+    for c in ["0", "0-3,6", "1,3,5-7", "0-1", "7", "0,0", "0-3,2"]:
         put("cpu_list", c)
     for p in ["f:95", "r:1", "o", "o:5", "o:-20", "b", "i", "d:100us:1ms", "d:3ms:5ms:8ms", "RTMED", "NORMAL"]:
         put("policy", p)

@@ -3,7 +3,6 @@
 //! JSON object with `--json`.
 
 use crate::common::{context, exit_code_for, policy_arg, print_json, time_arg, Console, Failure};
-use anyhow::Context;
 use clap::{Args, Subcommand};
 use sandglass::microbench::{self, budget, copy, ctxsw, file, ipc, timer_overhead};
 use sandglass::model::TimerKind;
@@ -23,6 +22,8 @@ pub struct BenchArgs {
     /// Print one JSON object on standard output instead of the table
     #[arg(long, global = true)]
     pub json: bool,
+    #[command(flatten)]
+    pub quiet: crate::common::QuietFlag,
 }
 
 /// The benchmarks.
@@ -252,11 +253,7 @@ fn emit<T: serde::Serialize>(
     if json {
         print_json(result)?;
     } else {
-        let stdout = io::stdout();
-        let mut out = io::BufWriter::new(stdout.lock());
-        table(&mut out, result)
-            .and_then(|_| out.flush())
-            .context("writing the output")?;
+        crate::common::print_text(|out| table(out, result))?;
     }
     let code = exit_code_for(&state);
     Ok(if failed { code.max(1) } else { code })

@@ -3,7 +3,6 @@
 use crate::common::Failure;
 use anyhow::Context;
 use clap::Args;
-use sandglass::Nanos;
 use std::io::{self, Write};
 
 #[derive(Args)]
@@ -62,7 +61,7 @@ pub fn calibrate(a: &CalibrateArgs) -> Result<u8, Failure> {
     } else {
         writeln!(
             out,
-            "counter: {:?} at {:.3} MHz (uncertainty {:.3} ppm); {}",
+            "counter: {} at {:.3} MHz (uncertainty {:.3} ppm); {}",
             counter.kind,
             survey.calibration.frequency_hz / 1e6,
             survey.calibration.uncertainty_ppm,
@@ -72,7 +71,7 @@ pub fn calibrate(a: &CalibrateArgs) -> Result<u8, Failure> {
         writeln!(
             out,
             "{:<44} {:>12} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>10}",
-            format!("loop on CPU {cpu}"),
+            format!("loop on CPU {cpu} (times in ns)"),
             "iterations",
             "mean",
             "p50",
@@ -87,7 +86,7 @@ pub fn calibrate(a: &CalibrateArgs) -> Result<u8, Failure> {
             let s = &l.stats;
             writeln!(
                 out,
-                "{:<44} {:>12} {:>7.1}n {:>7.1}n {:>7.1}n {:>7.1}n {:>8.1}n {:>8.1}n {:>10}",
+                "{:<44} {:>12} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>9.1} {:>9.1} {:>10}",
                 l.name,
                 s.iterations,
                 s.mean_ns,
@@ -96,7 +95,7 @@ pub fn calibrate(a: &CalibrateArgs) -> Result<u8, Failure> {
                 s.p99_9_ns,
                 s.p99_99_ns,
                 s.p99_999_ns,
-                Nanos(s.max_ns as u64).to_string()
+                s.max_ns as u64
             )
             .context("writing the output")?;
         }

@@ -5,7 +5,45 @@ use sandglass::runner::{LiveRow, Observer, RunContext, RunError};
 use sandglass::store::{self, Tool};
 use sandglass::warning::Warning;
 use sandglass::Nanos;
-use std::io::{self, Write};
+use std::io::{self, IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// `-q`/`--quiet`, shared by the commands that measure.
+#[derive(clap::Args, Clone, Copy, Debug, Default)]
+pub struct QuietFlag {
+    /// Print nothing but errors and what --json asks for: no progress, notes, warnings or
+    /// summary (the run directory keeps them all)
+    #[arg(short = 'q', long, global = true)]
+    pub quiet: bool,
+}
+
+/// Whether this process prints only errors and what `--json` asks for. Set once by `main`
+/// from the command's `--quiet`, before anything runs; read by every place that prints.
+static QUIET: AtomicBool = AtomicBool::new(false);
+
+/// Sets [`quiet`] for the rest of the process.
+pub fn set_quiet(on: bool) {
+    QUIET.store(on, Ordering::Relaxed);
+}
+
+/// True when `--quiet` was given: progress, notes, warnings and summaries are not printed.
+pub fn quiet() -> bool {
+    QUIET.load(Ordering::Relaxed)
+}
+
+/// Writes a command's text summary to standard output, unless `--quiet` was given.
+pub fn print_text(write: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<(), Failure> {
+    use anyhow::Context;
+    if quiet() {
+        return Ok(());
+    }
+    let stdout = io::stdout();
+    let mut out = io::BufWriter::new(stdout.lock());
+    write(&mut out)
+        .and_then(|_| out.flush())
+        .context("writing the output")?;
+    Ok(())
+}
 
 /// An error with the exit code it deserves.
 pub struct Failure {
@@ -70,7 +108,7 @@ impl Console {
     /// A console with a progress line only.
     pub fn new() -> Console {
         Console {
-            tty: sandglass_sys::process::is_terminal(2),
+            tty: io::stderr().is_terminal(),
             shown: 0,
             events: None,
             progress: String::new(),
@@ -110,15 +148,21 @@ impl Console {
 
 impl Observer for Console {
     fn warning(&mut self, w: &Warning) {
+        if quiet() {
+            return;
+        }
         self.clear();
         eprintln!("sandglass: warning: {}", w.message);
     }
     fn note(&mut self, text: &str) {
+        if quiet() {
+            return;
+        }
         self.clear();
         eprintln!("sandglass: {text}");
     }
     fn progress(&mut self, elapsed: Nanos, total: Nanos) {
-        if !self.tty {
+        if !self.tty || quiet() {
             return;
         }
         self.progress = format!(
@@ -135,7 +179,7 @@ impl Observer for Console {
         let Some(events) = self.events else {
             return;
         };
-        if !self.tty {
+        if !self.tty || quiet() {
             return;
         }
         let mut lines = vec![self.progress.clone()];
@@ -236,14 +280,8 @@ pub fn counter_arg(value: &str) -> Result<sandglass::clock::CounterChoice, Failu
 
 /// `--cpu-dma-latency US|off`.
 pub fn pm_qos_arg(value: &str) -> Result<Option<u32>, Failure> {
-    if value == "off" {
-        return Ok(None);
-    }
-    value.parse::<u32>().map(Some).map_err(|_| {
-        Failure::usage(format!(
-            "--cpu-dma-latency {value}: give a whole number of microseconds (0 keeps CPUs out of deep idle states) or off"
-        ))
-    })
+    sandglass::os::parse_cpu_dma_latency(value)
+        .map_err(|e| Failure::usage(format!("--cpu-dma-latency {value}: {e}")))
 }
 
 /// Prints `value` as pretty JSON on standard output.
@@ -269,7 +307,6 @@ pub fn measure_and_print<R: serde::Serialize>(
     header: impl Fn(&R) -> &sandglass::result::RunHeader,
     report: fn(&mut dyn Write, &R) -> io::Result<()>,
 ) -> Result<u8, Failure> {
-    use anyhow::Context;
     let mut console = Console::with_live_rows(events);
     let ctx = RunContext {
         shared_cpus: Some(shared_cpus),
@@ -282,11 +319,7 @@ pub fn measure_and_print<R: serde::Serialize>(
     if json {
         print_json(&result)?;
     } else {
-        let stdout = io::stdout();
-        let mut out = io::BufWriter::new(stdout.lock());
-        report(&mut out, &result)
-            .and_then(|_| out.flush())
-            .context("writing the output")?;
+        print_text(|out| report(out, &result))?;
     }
     run_outcome(header(&result))
 }
@@ -430,7 +463,7 @@ pub fn register(dir: &std::path::Path) {
             c.index(&d).map(|_| ())
         }
     });
-    if let Err(e) = indexed {
+    if let (Err(e), false) = (indexed, quiet()) {
         eprintln!(
             "sandglass: warning: the run is complete but was not added to the catalog ({e}); add it later with 'sandglass runs import {}'",
             d.display()
@@ -487,7 +520,7 @@ pub fn settle_store() {
         return;
     }
     if let Ok(marked) = c.settle(&base) {
-        for d in marked {
+        for d in marked.into_iter().filter(|_| !quiet()) {
             eprintln!(
                 "sandglass: note: {} was left unfinished by a process that ended (killed, crashed or the machine stopped); marked incomplete",
                 d.display()

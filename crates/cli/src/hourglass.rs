@@ -7,8 +7,19 @@ use sandglass::hourglass::run;
 use sandglass_report::hourglass as hg_report;
 use std::io::{self, Write};
 
+/// True when the Hourglass command line holds `-q` or `--quiet`, which are sandglass's own
+/// (the paper's options have no such letter).
+pub fn quiet(args: &[String]) -> bool {
+    args.iter().any(|a| is_quiet(a))
+}
+
+fn is_quiet(arg: &str) -> bool {
+    arg == "-q" || arg == "--quiet"
+}
+
 pub fn hourglass(args: &[String]) -> Result<u8, Failure> {
-    let spec = match cmdline::parse(args) {
+    let args: Vec<String> = args.iter().filter(|a| !is_quiet(a)).cloned().collect();
+    let spec = match cmdline::parse(&args) {
         Ok(HgCommand::Help) => {
             print!("{}", cmdline::HELP);
             return Ok(0);
@@ -27,6 +38,9 @@ pub fn hourglass(args: &[String]) -> Result<u8, Failure> {
         gap_histogram: spec.gap_histogram,
         latlate: true,
     };
+    if crate::common::quiet() {
+        return crate::common::run_outcome(&result.run);
+    }
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
     let written =

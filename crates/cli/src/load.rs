@@ -5,7 +5,6 @@
 //! configuration's cost to the load is read (Hourglass, seed 003 Table 2).
 
 use crate::common::{cpus_arg, print_json, time_arg, Failure};
-use anyhow::Context;
 use clap::Args;
 use sandglass::load::{self, LoadOptions, LoadReport};
 use sandglass::store::RunState;
@@ -37,6 +36,8 @@ pub struct LoadArgs {
     /// Print one JSON object on standard output instead of the table
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub quiet: crate::common::QuietFlag,
 }
 
 /// The version of `sandglass load --json` described by `docs/schema/load.schema.json`.
@@ -122,11 +123,9 @@ pub fn load(a: &LoadArgs) -> Result<u8, Failure> {
             loads: &reports,
         })?;
     } else {
-        let stdout = io::stdout();
-        let mut out = io::BufWriter::new(stdout.lock());
-        write_table(&mut out, &profile, p.duration, state, &end_detail, &reports)
-            .and_then(|_| out.flush())
-            .context("writing the output")?;
+        crate::common::print_text(|out| {
+            write_table(out, &profile, p.duration, state, &end_detail, &reports)
+        })?;
     }
     let failed: Vec<&LoadReport> = reports.iter().filter(|r| r.error.is_some()).collect();
     for r in &failed {
@@ -152,11 +151,13 @@ fn run_blocked(p: &Plan) -> Result<(RunState, String, Nanos, Vec<LoadReport>), F
     })?;
     let start = Instant::now();
     let total = p.duration.0;
-    eprintln!(
-        "sandglass: running {} for {}; Ctrl-C stops early and keeps what the loads did",
-        load::format_profile(&p.specs),
-        p.duration
-    );
+    if !crate::common::quiet() {
+        eprintln!(
+            "sandglass: running {} for {}; Ctrl-C stops early and keeps what the loads did",
+            load::format_profile(&p.specs),
+            p.duration
+        );
+    }
     let mut state = RunState::Completed;
     let mut end_detail = "ran for the whole duration".to_string();
     loop {

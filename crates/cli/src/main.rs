@@ -7,6 +7,7 @@ mod bench;
 mod calibrate;
 mod common;
 mod compare;
+mod discover;
 mod export;
 mod hourglass;
 mod load;
@@ -18,7 +19,7 @@ mod study;
 mod sysinfo;
 mod timer;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 
 const VERSION: &str = concat!(
@@ -42,7 +43,8 @@ enum Command {
     /// held a CPU; accepts the paper's command lines verbatim (see `sandglass hourglass --help`)
     #[command(disable_help_flag = true)]
     Hourglass {
-        /// Hourglass options, as in the paper's Appendix A
+        /// Hourglass options, as in the paper's Appendix A; -q or --quiet prints nothing but
+        /// errors (the run directory keeps everything)
         #[arg(allow_hyphen_values = true, trailing_var_arg = true, num_args = 0..)]
         args: Vec<String>,
     },
@@ -86,6 +88,20 @@ enum Command {
         /// Print JSON instead of text
         #[arg(long)]
         json: bool,
+    },
+    /// Print a man page in roff: sandglass's own, or a command's (such as `sandglass man
+    /// timer > sandglass-timer.1`)
+    Man {
+        /// The command whose page to print, such as timer or analyze rta (default: the top
+        /// page)
+        #[arg(value_name = "COMMAND")]
+        command: Vec<String>,
+    },
+    /// Print shell completions, such as `sandglass completions bash >
+    /// /etc/bash_completion.d/sandglass`
+    Completions {
+        /// The shell
+        shell: clap_complete::Shell,
     },
 }
 
@@ -139,6 +155,16 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(code) => return code,
     };
+    common::set_quiet(match &cli.command {
+        Command::Timer(a) => a.quiet.quiet,
+        Command::Noise(a) => a.quiet.quiet,
+        Command::Study(a) => a.quiet.quiet,
+        Command::Quick(a) => a.quiet.quiet,
+        Command::Bench(a) => a.quiet.quiet,
+        Command::Load(a) => a.quiet.quiet,
+        Command::Hourglass { args } => hourglass::quiet(args),
+        _ => false,
+    });
     let result = match &cli.command {
         Command::Hourglass { args } => hourglass::hourglass(args),
         Command::Quick(a) => study::quick(a),
@@ -154,6 +180,8 @@ fn main() -> ExitCode {
         Command::Calibrate(a) => calibrate::calibrate(a),
         Command::Schema { kind } => schema::schema(kind),
         Command::Sysinfo { json } => sysinfo::sysinfo(*json),
+        Command::Man { command } => discover::man(Cli::command(), command),
+        Command::Completions { shell } => discover::completions(Cli::command(), *shell),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -39,7 +39,7 @@ pub struct NoiseArgs {
     #[arg(short = 'e', long)]
     pub records: Option<String>,
     /// Hold /dev/cpu_dma_latency at this many µs during the run, or off
-    #[arg(long, default_value = "0")]
+    #[arg(long, default_value = "0", allow_hyphen_values = true)]
     pub cpu_dma_latency: String,
     /// CPU for the main thread (default: the lowest CPU no measuring thread uses)
     #[arg(long)]
@@ -53,6 +53,8 @@ pub struct NoiseArgs {
     /// Print one JSON object on standard output instead of the table
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub quiet: crate::common::QuietFlag,
     /// What the engine reads for time: auto, tsc or raw
     #[arg(long, default_value = "auto")]
     pub counter: String,

@@ -40,6 +40,8 @@ pub struct StudyArgs {
     /// Print one JSON object (the study's state and tables) instead of the tables
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub quiet: crate::common::QuietFlag,
 }
 
 /// Options of `sandglass quick`.
@@ -54,6 +56,8 @@ pub struct QuickArgs {
     /// Print one JSON object instead of the tables
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub quiet: crate::common::QuietFlag,
 }
 
 /// `sandglass quick`: `sandglass study quick`.
@@ -67,6 +71,7 @@ pub fn quick(a: &QuickArgs) -> Result<u8, Failure> {
         print: false,
         dry_run: false,
         json: a.json,
+        quiet: a.quiet,
     })
 }
 
@@ -237,10 +242,7 @@ pub fn study(a: &StudyArgs) -> Result<u8, Failure> {
     if a.json {
         print_json(&outcome)?;
     } else {
-        let mut out = io::BufWriter::new(stdout.lock());
-        sandglass_report::study::write(&mut out, &outcome)
-            .and_then(|_| out.flush())
-            .context("writing the output")?;
+        crate::common::print_text(|out| sandglass_report::study::write(out, &outcome))?;
     }
     Ok(match outcome.record.state {
         StudyState::Completed | StudyState::Interrupted => 0,

@@ -50,7 +50,7 @@ pub struct TimerArgs {
     #[arg(long, default_value = "100us")]
     pub interval_bin: String,
     /// Hold /dev/cpu_dma_latency at this many µs during the run, or off
-    #[arg(long, default_value = "0")]
+    #[arg(long, default_value = "0", allow_hyphen_values = true)]
     pub cpu_dma_latency: String,
     /// CPU for the main thread (default: the lowest CPU no measuring thread uses)
     #[arg(long)]
@@ -61,6 +61,8 @@ pub struct TimerArgs {
     /// Print one JSON object on standard output instead of the table
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub quiet: crate::common::QuietFlag,
     /// What the engine reads for time: auto, tsc or raw
     #[arg(long, default_value = "auto")]
     pub counter: String,

@@ -97,7 +97,7 @@ fn multimedia_timer() {
 
 #[test]
 fn other_bad_options() {
-    usage_error("hourglass -n 1 -q", "unknown option '-q'");
+    usage_error("hourglass -n 1 -z", "unknown option '-z'");
     usage_error("hourglass -n 1 -t 0 -p f:200", "from 1 to 99");
     usage_error("hourglass -n 1 -t 0 -i bogus", "unknown timer 'bogus'");
     usage_error("hourglass -n 1 -p HIGH", "put -t N");
@@ -107,16 +107,38 @@ fn other_bad_options() {
 }
 
 #[test]
-fn rtc_without_a_device_names_hr() {
+fn rtc_required_without_a_device_names_hr() {
     if std::path::Path::new("/dev/rtc").exists() || std::path::Path::new("/dev/rtc0").exists() {
-        use std::io::Write;
-        let _ = writeln!(
-            std::io::stderr(),
-            "skipped rtc test: this machine has an RTC device"
-        );
+        eprintln!("skipped: this machine has an RTC device, so -i RTC --require-rtc can run");
         return;
     }
-    usage_error("hourglass -n 1 -d 1s -t 0 -w LAT 5.3ms -i RTC", "use -i HR");
+    usage_error(
+        "hourglass -n 1 -d 1s -t 0 -w LAT 5.3ms -i RTC --require-rtc",
+        "has no /dev/rtc",
+    );
+    usage_error(
+        "hourglass -n 1 -d 1s -t 0 -w LAT 5.3ms -i RTC --require-rtc",
+        "leave out --require-rtc to run such threads with HR",
+    );
+}
+
+/// The rough edges of issue 20: each bad value is named with its fix.
+#[test]
+fn values_are_refused_with_their_reason() {
+    // A bare number, as cyclictest's -D 5 (seconds), names 5s.
+    usage_error("timer -d 5", "write 5s for seconds");
+    usage_error("noise -d 5", "write 5s for seconds");
+    usage_error("timer -d 5h999999999999m", "too large");
+    usage_error("timer --cpu-dma-latency -1", "negative");
+    usage_error("noise --cpu-dma-latency -1", "negative");
+    usage_error("timer --cpu-dma-latency 99999999999", "too large");
+    usage_error("hourglass -n 1 --cpu-dma-latency -1", "negative");
+    usage_error("timer -c 0,0", "CPU 0 appears twice");
+    usage_error("noise -c 0-1,1", "CPU 1 appears twice");
+    usage_error("hourglass -n 1 -t 0 --affinity 0,0", "appears twice");
+    usage_error("man nosuch", "no command 'nosuch'");
+    usage_error("man timer extra", "has no subcommands");
+    usage_error("completions tcsh", "tcsh");
 }
 
 #[test]

@@ -339,7 +339,7 @@ pub fn write_summary(w: &mut dyn Write, r: &HourglassResult) -> io::Result<()> {
     };
     writeln!(
         w,
-        "# counter: {:?} at {:.3} MHz (uncertainty {:.3} ppm){}; {}",
+        "# counter: {} at {:.3} MHz (uncertainty {:.3} ppm){}; {}",
         r.counter.kind,
         c.frequency_hz / 1e6,
         c.uncertainty_ppm,

@@ -83,7 +83,13 @@ fn cpu_block(w: &mut dyn Write, c: &TimerCpu, r: &TimerResult) -> io::Result<()>
         .interval_histogram
         .bins
         .iter()
-        .map(|b| format!("{}-{} {}", ns(b.from_ns), ns(b.to_ns), count(b.count)))
+        .map(|b| {
+            format!(
+                "{} {}",
+                sandglass::duration::format_human_range(Nanos(b.from_ns), Nanos(b.to_ns)),
+                count(b.count)
+            )
+        })
         .collect();
     if !bins.is_empty() {
         let shown = 12;

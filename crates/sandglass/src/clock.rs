@@ -47,6 +47,17 @@ pub enum CounterKind {
     MonotonicRaw,
 }
 
+/// The counter's name as its architecture manual writes it.
+impl std::fmt::Display for CounterKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            CounterKind::Tsc => "TSC",
+            CounterKind::Cntvct => "CNTVCT_EL0",
+            CounterKind::MonotonicRaw => "CLOCK_MONOTONIC_RAW",
+        })
+    }
+}
+
 /// The x86_64 counter: `lfence; rdtsc` in the loop, `rdtscp` (counter and CPU in one
 /// instruction) after a gap when the CPU supports it and Linux keeps the CPU number in TSC_AUX.
 #[derive(Clone, Copy, Debug)]

@@ -24,6 +24,8 @@ pub enum CpuListError {
     Backwards(String),
     #[error("CPU {0} is beyond the largest CPU number sandglass supports ({MAX_CPU})")]
     TooLarge(usize),
+    #[error("CPU {cpu} appears twice in CPU list '{list}': name each CPU once")]
+    Duplicate { cpu: usize, list: String },
 }
 
 impl CpuList {
@@ -33,13 +35,25 @@ impl CpuList {
         (!set.is_empty()).then_some(CpuList(set))
     }
 
-    /// Parses `0-3,6`-style text.
+    /// Parses `0-3,6`-style text. A CPU named twice (`0,0`, `0-3,2`) is refused: a list with
+    /// a repeated CPU is a typing mistake more often than not, and would measure fewer CPUs
+    /// than it seems to name.
     pub fn parse(text: &str) -> Result<CpuList, CpuListError> {
         let text = text.trim();
         if text.is_empty() {
             return Err(CpuListError::Empty);
         }
         let mut set = BTreeSet::new();
+        let insert = |set: &mut BTreeSet<usize>, cpu: usize| {
+            if set.insert(cpu) {
+                Ok(())
+            } else {
+                Err(CpuListError::Duplicate {
+                    cpu,
+                    list: text.to_string(),
+                })
+            }
+        };
         for part in text.split(',') {
             let part = part.trim();
             let num = |s: &str| -> Result<usize, CpuListError> {
@@ -59,11 +73,11 @@ impl CpuList {
                     if b < a {
                         return Err(CpuListError::Backwards(part.to_string()));
                     }
-                    set.extend(a..=b);
+                    for cpu in a..=b {
+                        insert(&mut set, cpu)?;
+                    }
                 }
-                None => {
-                    set.insert(num(part)?);
-                }
+                None => insert(&mut set, num(part)?)?,
             }
         }
         Ok(CpuList(set))
@@ -143,7 +157,7 @@ mod tests {
         assert_eq!(l.to_vec(), vec![0, 1, 2, 3, 6]);
         assert_eq!(l.to_string(), "0-3,6");
         assert_eq!(CpuList::parse("5").expect("parse").to_vec(), vec![5]);
-        assert_eq!(CpuList::parse("1,1,0").expect("parse").to_string(), "0-1");
+        assert_eq!(CpuList::parse("1,0").expect("parse").to_string(), "0-1");
     }
 
     #[test]
@@ -165,6 +179,16 @@ mod tests {
             CpuList::parse("3-1"),
             Err(CpuListError::Backwards(_))
         ));
+        for (list, cpu) in [("0,0", 0), ("1,1,0", 1), ("0-3,2", 2), ("4,2-5", 4)] {
+            assert_eq!(
+                CpuList::parse(list),
+                Err(CpuListError::Duplicate {
+                    cpu,
+                    list: list.into()
+                }),
+                "{list}"
+            );
+        }
         assert!(matches!(
             CpuList::parse("99999"),
             Err(CpuListError::TooLarge(99999))

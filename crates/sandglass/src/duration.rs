@@ -2,7 +2,7 @@
 //! examples are: 3m, 1.5s, 1020ms, 87.0us."
 //!
 //! A time string is a non-negative decimal number followed by a unit: `ns`, `us` (or `µs`),
-//! `ms`, `s`, `m` (or `min`) and `h`. The value is converted to integer nanoseconds exactly, by
+//! `ms`, `s`, `m` (or `min`) and `h`; several such parts in a row add up (`1h30m`, `1s500ms`). The value is converted to integer nanoseconds exactly, by
 //! decimal arithmetic (no floating point): `1.5s` is 1 500 000 000 ns and `0.1ms` is 100 000 ns.
 //! A value that needs a fraction of a nanosecond, or that does not fit in 64 bits of
 //! nanoseconds (about 584 years), is an error, never a silent rounding or wrap.
@@ -15,13 +15,13 @@ use thiserror::Error;
 pub enum DurationError {
     #[error("empty time: give a number with a unit, such as 10ms or 1.5s")]
     Empty,
-    #[error("time '{0}' has no unit: write it as {0}ms, {0}us, {0}s or {0}ns")]
+    #[error("time '{0}' has no unit: write {0}s for seconds (what cyclictest's -D {0} means), or {0}ms, {0}us, {0}ns")]
     MissingUnit(String),
     #[error("time '{input}' has unknown unit '{unit}': use ns, us, ms, s, m or h")]
     UnknownUnit { input: String, unit: String },
     #[error("time '{0}' is negative: times must be zero or more")]
     Negative(String),
-    #[error("time '{0}' is not a number with a unit (examples: 3m, 1.5s, 1020ms, 87.0us)")]
+    #[error("time '{0}' is not a number with a unit (examples: 3m, 1.5s, 1020ms, 87.0us, 1h30m)")]
     Malformed(String),
     #[error("time '{0}' is too large: the limit is about 584 years")]
     Overflow(String),
@@ -62,41 +62,65 @@ fn parse_inner(input: &str, bare_is_ns: bool) -> Result<Nanos, DurationError> {
     if s.starts_with('-') {
         return Err(DurationError::Negative(s.to_string()));
     }
-    let s_num = s.strip_prefix('+').unwrap_or(s);
-    let split = s_num
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s_num.len());
-    let (number, unit) = s_num.split_at(split);
-    let unit = unit.trim();
+    let mut rest = s.strip_prefix('+').unwrap_or(s);
+    let mut total: u64 = 0;
+    let mut first = true;
+    while first || !rest.is_empty() {
+        let split = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let (number, after) = rest.split_at(split);
+        let unit_len = after
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(after.len());
+        let (unit, next) = after.split_at(unit_len);
+        let part = segment(s, number, unit.trim(), first && next.is_empty(), bare_is_ns)?;
+        total = total
+            .checked_add(part)
+            .ok_or_else(|| DurationError::Overflow(s.to_string()))?;
+        rest = next;
+        first = false;
+    }
+    Ok(Nanos(total))
+}
+
+/// One `NUMBER UNIT` part of the time string `whole` (`1h30m` has two), in nanoseconds.
+/// `alone`: the part is the whole string, so a bare number may mean nanoseconds (`bare_is_ns`)
+/// and an unknown unit is named.
+fn segment(
+    whole: &str,
+    number: &str,
+    unit: &str,
+    alone: bool,
+    bare_is_ns: bool,
+) -> Result<u64, DurationError> {
+    let malformed = || DurationError::Malformed(whole.to_string());
     if number.is_empty() || number == "." || number.matches('.').count() > 1 {
-        return Err(DurationError::Malformed(s.to_string()));
+        return Err(malformed());
     }
     let (scale, max_decimals) = if unit.is_empty() {
+        if !alone {
+            return Err(malformed());
+        }
         if bare_is_ns && !number.contains('.') {
             (1, 0)
         } else {
-            return Err(DurationError::MissingUnit(s.to_string()));
+            return Err(DurationError::MissingUnit(whole.to_string()));
         }
     } else {
         match unit_scale(unit) {
             Some(v) => v,
-            None if unit
-                .chars()
-                .all(|c| c.is_alphabetic() || c == 'µ' || c == 'μ') =>
-            {
+            None if alone && unit.chars().all(char::is_alphabetic) => {
                 return Err(DurationError::UnknownUnit {
-                    input: s.to_string(),
+                    input: whole.to_string(),
                     unit: unit.to_string(),
                 })
             }
-            None => return Err(DurationError::Malformed(s.to_string())),
+            None => return Err(malformed()),
         }
     };
-    let (int_part, frac_part) = match number.split_once('.') {
-        Some((i, f)) => (i, f),
-        None => (number, ""),
-    };
-    let overflow = || DurationError::Overflow(s.to_string());
+    let (int_part, frac_part) = number.split_once('.').unwrap_or((number, ""));
+    let overflow = || DurationError::Overflow(whole.to_string());
     let mut total: u64 = 0;
     for c in int_part.chars() {
         let d = u64::from(c as u8 - b'0');
@@ -108,7 +132,7 @@ fn parse_inner(input: &str, bare_is_ns: bool) -> Result<Nanos, DurationError> {
     total = total.checked_mul(scale).ok_or_else(overflow)?;
     let frac = frac_part.trim_end_matches('0');
     if frac.len() > max_decimals {
-        return Err(DurationError::TooPrecise(s.to_string(), max_decimals));
+        return Err(DurationError::TooPrecise(whole.to_string(), max_decimals));
     }
     let mut place = scale;
     for c in frac.chars() {
@@ -116,28 +140,52 @@ fn parse_inner(input: &str, bare_is_ns: bool) -> Result<Nanos, DurationError> {
         let d = u64::from(c as u8 - b'0');
         total = total.checked_add(d * place).ok_or_else(overflow)?;
     }
-    Ok(Nanos(total))
+    Ok(total)
 }
 
 /// Formats a duration for people: the largest unit that keeps the value at or above 1, up to
 /// three decimals, trailing zeros removed (`1.5 ms`, `87 µs`, `3 s`, `0 ns`).
 pub fn format_human(d: Nanos) -> String {
-    let ns = d.0;
-    let (div, unit) = if ns >= 1_000_000_000 {
-        (1_000_000_000u64, "s")
+    let (div, unit) = human_unit(d.0);
+    format!("{} {unit}", human_value(d.0, div))
+}
+
+/// Formats a range of durations with one unit, that of its upper end: `0-100 µs`,
+/// `2.9-3 ms`, `250-500 ns`.
+pub fn format_human_range(from: Nanos, to: Nanos) -> String {
+    let (div, unit) = human_unit(to.0);
+    format!(
+        "{}-{} {unit}",
+        human_value(from.0, div),
+        human_value(to.0, div)
+    )
+}
+
+/// The unit that keeps `ns` at or above 1: (nanoseconds per unit, its symbol).
+fn human_unit(ns: u64) -> (u64, &'static str) {
+    if ns >= 1_000_000_000 {
+        (1_000_000_000, "s")
     } else if ns >= 1_000_000 {
         (1_000_000, "ms")
     } else if ns >= 1_000 {
         (1_000, "µs")
     } else {
-        return format!("{ns} ns");
-    };
-    let value = ns as f64 / div as f64;
-    let mut text = format!("{value:.3}");
-    if text.contains('.') {
-        text = text.trim_end_matches('0').trim_end_matches('.').to_string();
+        (1, "ns")
     }
-    format!("{text} {unit}")
+}
+
+/// `ns` in units of `div` nanoseconds, up to three decimals, trailing zeros removed.
+fn human_value(ns: u64, div: u64) -> String {
+    if div == 1 {
+        return ns.to_string();
+    }
+    let value = ns as f64 / div as f64;
+    let text = format!("{value:.3}");
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        text
+    }
 }
 
 /// Formats a duration as a time string that [`parse`] reads back exactly (`1500us` → `1.5ms`).
@@ -209,6 +257,32 @@ mod tests {
         ));
         let msg = parse("10").unwrap_err().to_string();
         assert!(msg.contains("10ms"), "{msg}");
+        let msg = parse("5").unwrap_err().to_string();
+        assert!(msg.contains("write 5s for seconds"), "{msg}");
+    }
+
+    #[test]
+    fn parts_add_up() {
+        assert_eq!(parse("1h30m"), Ok(Nanos(5_400_000_000_000)));
+        assert_eq!(parse("1s500ms"), Ok(Nanos(1_500_000_000)));
+        assert_eq!(parse("2m0.5s"), Ok(Nanos(120_500_000_000)));
+        assert_eq!(parse_or_ns("1us5ns"), Ok(Nanos(1_005)));
+        // Each part overflows alone, or only their sum does: too large either way.
+        assert_eq!(
+            parse("5h999999999999m"),
+            Err(DurationError::Overflow("5h999999999999m".into()))
+        );
+        assert_eq!(
+            parse("18446744073709551615ns1ns"),
+            Err(DurationError::Overflow("18446744073709551615ns1ns".into()))
+        );
+        for bad in ["1h30", "1h-30m", "1x2s", "1s.", "s1s"] {
+            assert!(
+                matches!(parse(bad), Err(DurationError::Malformed(_))),
+                "{bad}: {:?}",
+                parse(bad)
+            );
+        }
     }
 
     #[test]
@@ -228,6 +302,18 @@ mod tests {
         assert_eq!(format_human(Nanos(3_000_000_000)), "3 s");
         assert_eq!(format_human(Nanos(250)), "250 ns");
         assert_eq!(format_human(Nanos(1_234_567)), "1.235 ms");
+        assert_eq!(format_human(Nanos(0)), "0 ns");
+    }
+
+    #[test]
+    fn human_ranges_share_one_unit() {
+        assert_eq!(format_human_range(Nanos(0), Nanos(100_000)), "0-100 µs");
+        assert_eq!(
+            format_human_range(Nanos(2_900_000), Nanos(3_000_000)),
+            "2.9-3 ms"
+        );
+        assert_eq!(format_human_range(Nanos(250), Nanos(500)), "250-500 ns");
+        assert_eq!(format_human_range(Nanos(900), Nanos(1_000)), "0.9-1 µs");
     }
 
     proptest! {

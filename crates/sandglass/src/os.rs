@@ -74,15 +74,40 @@ pub enum TimerError {
     Timerfd(Errno),
     #[error("timer_create failed: {0}")]
     Posix(Errno),
-    #[error("-i RTC: this machine has no /dev/rtc (the kernel has no RTC driver, common in virtual machines); use -i HR, the high-resolution timer (clock_nanosleep), instead")]
-    NoRtc,
-    #[error("-i RTC: cannot open {path}: {source}; use -i HR instead")]
-    RtcOpen {
+    #[error("-i RTC: {0}; use -i HR, the high-resolution timer (clock_nanosleep), instead")]
+    Rtc(#[from] RtcUnusable),
+}
+
+/// Why `/dev/rtc` cannot give the periodic interrupts that `-i RTC` waits on.
+#[derive(Debug, thiserror::Error)]
+pub enum RtcUnusable {
+    #[error(
+        "this machine has no /dev/rtc (the kernel has no RTC driver, common in virtual machines)"
+    )]
+    Missing,
+    #[error("cannot open {path}: {source}")]
+    Open {
         path: &'static str,
         source: std::io::Error,
     },
-    #[error("-i RTC: cannot start {RTC_HZ} Hz periodic interrupts on {path}: {errno} (rates above 64 Hz need root or /proc/sys/dev/rtc/max-user-freq); use -i HR instead")]
-    RtcStart { path: &'static str, errno: Errno },
+    #[error("cannot start {RTC_HZ} Hz periodic interrupts on {path}: {errno} (rates above 64 Hz need root or /proc/sys/dev/rtc/max-user-freq)")]
+    Start { path: &'static str, errno: Errno },
+}
+
+/// Opens the RTC and starts its periodic interrupts, as a thread with `-i RTC` will: the device
+/// ready for one user, or why it is not usable here.
+fn open_rtc() -> Result<Rtc, RtcUnusable> {
+    let path = rtc_path().ok_or(RtcUnusable::Missing)?;
+    let rtc = Rtc::open(std::path::Path::new(path))
+        .map_err(|source| RtcUnusable::Open { path, source })?;
+    rtc.start_periodic(RTC_HZ)
+        .map_err(|errno| RtcUnusable::Start { path, errno })?;
+    Ok(rtc)
+}
+
+/// Whether `-i RTC` can work here: the RTC is opened, started and closed again.
+pub fn rtc_usable() -> Result<(), RtcUnusable> {
+    open_rtc().map(drop)
 }
 
 /// Creates the timer of `kind` for the calling thread. POSIX timers need the timer signal
@@ -97,14 +122,7 @@ pub fn make_timer(kind: TimerKind) -> Result<OsTimer, TimerError> {
             PosixTimer::new_for_thread(sched::gettid(), sandglass_sys::signal::timer_signal())
                 .map_err(TimerError::Posix)?,
         ),
-        TimerKind::Rtc => {
-            let path = rtc_path().ok_or(TimerError::NoRtc)?;
-            let rtc = Rtc::open(std::path::Path::new(path))
-                .map_err(|source| TimerError::RtcOpen { path, source })?;
-            rtc.start_periodic(RTC_HZ)
-                .map_err(|errno| TimerError::RtcStart { path, errno })?;
-            OsTimer::Rtc(rtc)
-        }
+        TimerKind::Rtc => OsTimer::Rtc(open_rtc()?),
     })
 }
 
@@ -490,6 +508,33 @@ pub fn admission_message(
     )
 }
 
+/// The largest `--cpu-dma-latency` accepted, in µs (the kernel's own limit is 2,000 s).
+pub const MAX_CPU_DMA_LATENCY_US: u32 = 2_000_000_000;
+
+/// Parses `--cpu-dma-latency`: a whole number of microseconds, or `off` (`None`). The error
+/// says what is wrong with the value and what to give instead.
+pub fn parse_cpu_dma_latency(text: &str) -> Result<Option<u32>, String> {
+    const FIX: &str =
+        "give a whole number of microseconds (0 keeps CPUs out of deep idle states) or off";
+    let t = text.trim();
+    if t == "off" {
+        return Ok(None);
+    }
+    let digits = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_digit());
+    if t.strip_prefix('-').is_some_and(digits) {
+        return Err(format!("the value is negative: {FIX}"));
+    }
+    if digits(t) {
+        return match t.parse::<u32>() {
+            Ok(v) if v <= MAX_CPU_DMA_LATENCY_US => Ok(Some(v)),
+            _ => Err(format!(
+                "the value is too large: the limit is {MAX_CPU_DMA_LATENCY_US} µs; {FIX}"
+            )),
+        };
+    }
+    Err(FIX.to_string())
+}
+
 /// Holds `/dev/cpu_dma_latency` at a value while it lives (the kernel keeps the request only
 /// as long as the file stays open).
 pub struct PmQos {
@@ -577,7 +622,32 @@ mod tests {
             m.contains("37.5%") && m.contains("95% per CPU x 2 CPUs = 190%"),
             "{m}"
         );
-        assert!(TimerError::NoRtc.to_string().contains("-i HR"));
+        assert!(TimerError::Rtc(RtcUnusable::Missing)
+            .to_string()
+            .contains("-i HR"));
+    }
+
+    #[test]
+    fn cpu_dma_latency_values() {
+        assert_eq!(parse_cpu_dma_latency("0"), Ok(Some(0)));
+        assert_eq!(parse_cpu_dma_latency("off"), Ok(None));
+        assert_eq!(
+            parse_cpu_dma_latency("2000000000"),
+            Ok(Some(MAX_CPU_DMA_LATENCY_US))
+        );
+        for (text, says) in [
+            ("-1", "negative"),
+            ("-20", "negative"),
+            ("2000000001", "too large"),
+            ("99999999999", "too large"),
+            ("soon", "whole number"),
+            ("", "whole number"),
+            ("-", "whole number"),
+            ("1.5", "whole number"),
+        ] {
+            let e = parse_cpu_dma_latency(text).expect_err(text);
+            assert!(e.contains(says), "{text}: {e}");
+        }
     }
 
     /// Each timer kind's arithmetic on an exact calibration: 3 ticks per ns against

@@ -41,6 +41,9 @@ pub enum WarningKind {
     /// Another sandglass was measuring a CPU of this run (`--shared-cpus`): each counts the
     /// other as noise.
     CpusShared,
+    /// A timer the command line asked for is not available here; a documented substitute ran
+    /// instead (Hourglass's `-i RTC` without `/dev/rtc` uses HR).
+    TimerFallback,
 }
 
 /// One warning.

@@ -75,12 +75,6 @@ pub fn timer_slack_ns() -> Option<u64> {
     (v >= 0).then_some(v as u64)
 }
 
-/// True when file descriptor `fd` (0, 1 or 2) is a terminal.
-pub fn is_terminal(fd: i32) -> bool {
-    // SAFETY: isatty only inspects the descriptor.
-    unsafe { libc::isatty(fd) == 1 }
-}
-
 /// The fields of `uname(2)`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Uname {

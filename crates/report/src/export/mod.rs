@@ -83,9 +83,9 @@ impl From<ReadError> for ExportError {
     }
 }
 
-/// A CSV file of a run, parsed: the header's columns and the rows, each split on commas.
-///
-/// sandglass's own files never quote a field, so a plain split is exact.
+/// A CSV file of a run, parsed by the `csv` crate (quoted fields, CRLF line ends and a byte
+/// order mark are read as RFC 4180 and spreadsheets write them): the header's columns and the
+/// rows.
 pub(crate) struct Table {
     path: PathBuf,
     columns: Vec<String>,
@@ -96,22 +96,45 @@ impl Table {
     /// Reads `name` from the run (checked against the manifest) and parses it.
     pub(crate) fn read(run: &RunReader, name: &str) -> Result<Table, ExportError> {
         let text = run.read_text(name)?;
-        let path = run.path().join(name);
-        let mut lines = text.lines().enumerate();
-        let columns = match lines.next() {
-            Some((_, h)) => h.split(',').map(|c| c.trim().to_string()).collect(),
-            None => {
-                return Err(ExportError::Format {
-                    path,
-                    line: 1,
-                    message: "the file is empty (no header row)".into(),
-                })
-            }
+        Table::parse(run.path().join(name), &text)
+    }
+
+    /// Parses the CSV `text` of the file at `path` (named in errors).
+    fn parse(path: PathBuf, text: &str) -> Result<Table, ExportError> {
+        let format = |line: u64, e: &dyn std::fmt::Display| ExportError::Format {
+            path: path.clone(),
+            line: line as usize,
+            message: e.to_string(),
         };
-        let rows = lines
-            .filter(|(_, l)| !l.trim().is_empty())
-            .map(|(i, l)| (i + 1, l.split(',').map(|f| f.trim().to_string()).collect()))
+        let mut reader = ::csv::ReaderBuilder::new()
+            .flexible(true)
+            .trim(::csv::Trim::All)
+            .from_reader(text.as_bytes());
+        let columns: Vec<String> = reader
+            .headers()
+            .map_err(|e| format(1, &e))?
+            .iter()
+            .map(String::from)
             .collect();
+        if columns.iter().all(String::is_empty) {
+            return Err(format(1, &"the file is empty (no header row)"));
+        }
+        let mut rows = Vec::new();
+        let mut lines = LineCounter::default();
+        for record in reader.records() {
+            let record = record.map_err(|e| {
+                let at = e.position().map_or(0, |p| p.byte() as usize);
+                format(lines.line_at(text, at) as u64, &e)
+            })?;
+            if record.iter().all(str::is_empty) {
+                continue;
+            }
+            let at = record.position().map_or(0, |p| p.byte() as usize);
+            rows.push((
+                lines.line_at(text, at),
+                record.iter().map(String::from).collect(),
+            ));
+        }
         Ok(Table {
             path,
             columns,
@@ -146,6 +169,30 @@ impl Table {
             line: *line,
             fields,
         })
+    }
+}
+
+/// Line numbers of byte offsets met in increasing order. The `csv` crate's own line count lags
+/// by one after a CRLF line end, so lines are counted here: a record starts at the first byte
+/// after the line ends and blank lines at its offset.
+#[derive(Default)]
+struct LineCounter {
+    at: usize,
+    newlines: usize,
+}
+
+impl LineCounter {
+    fn line_at(&mut self, text: &str, offset: usize) -> usize {
+        let bytes = text.as_bytes();
+        let mut end = offset.min(bytes.len());
+        while end < bytes.len() && matches!(bytes[end], b'\r' | b'\n') {
+            end += 1;
+        }
+        if end > self.at {
+            self.newlines += bytes[self.at..end].iter().filter(|&&b| b == b'\n').count();
+            self.at = end;
+        }
+        self.newlines + 1
     }
 }
 
@@ -304,3 +351,47 @@ pub(crate) fn kernel_events(run: &RunReader) -> Result<Vec<(u64, u64, String, u6
 
 #[doc(hidden)]
 pub mod fixture;
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    fn fields(t: &Table) -> Vec<(usize, Vec<String>)> {
+        t.rows.clone()
+    }
+
+    #[test]
+    fn csv_quoting_crlf_and_byte_order_mark_are_read() {
+        let text = "\u{feff}ts_ns,comm,cpu\r\n1,\"kworker/0:1, events\",0\r\n\r\n2,\"say \"\"hi\"\"\",1\r\n";
+        let t = Table::parse(PathBuf::from("kernel.csv"), text).unwrap();
+        assert_eq!(t.columns, ["ts_ns", "comm", "cpu"]);
+        assert_eq!(t.columns(&["comm"]).unwrap(), [1]);
+        assert_eq!(
+            fields(&t),
+            [
+                (
+                    2,
+                    vec!["1".into(), "kworker/0:1, events".into(), "0".into()]
+                ),
+                (4, vec!["2".into(), "say \"hi\"".into(), "1".into()]),
+            ]
+        );
+    }
+
+    #[test]
+    fn an_empty_file_or_a_bad_quote_names_the_line() {
+        match Table::parse(PathBuf::from("e.csv"), "") {
+            Err(ExportError::Format {
+                line: 1, message, ..
+            }) => {
+                assert!(message.contains("empty"), "{message}")
+            }
+            _ => panic!("an empty file was read"),
+        }
+        let bad = "a,b\n1,2\n3,\"x\n";
+        // An unterminated quote runs to the end of the file: still one record, not a panic.
+        assert!(Table::parse(PathBuf::from("b.csv"), bad).is_ok());
+    }
+}

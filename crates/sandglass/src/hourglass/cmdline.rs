@@ -49,6 +49,10 @@ pub struct HourglassSpec {
     pub main_cpu: Option<usize>,
     /// `--allow-rt-busy`: permit real-time threads that never block on every CPU.
     pub allow_rt_busy: bool,
+    /// `--require-rtc`: refuse `-i RTC` without a usable `/dev/rtc` instead of falling back
+    /// to HR.
+    #[serde(default)]
+    pub require_rtc: bool,
     /// `--counter`: which clock the gap detector polls.
     pub counter: CounterChoice,
     /// `--cpu-dma-latency`: hold `/dev/cpu_dma_latency` at this many µs during the run
@@ -219,6 +223,10 @@ sandglass options:
     -o, --output <dir> -- run directory (default ./sandglass-runs/<id>)
     --main-cpu <cpu> -- CPU for the main thread (default: one no thread uses)
     --allow-rt-busy -- allow real-time threads that never block on every CPU
+    --require-rtc -- refuse to run when -i RTC cannot have /dev/rtc's periodic
+                     interrupts (default: such threads use HR, with a warning
+                     recorded in the run)
+    -q, --quiet -- print nothing but errors (the run directory keeps everything)
     --counter auto|tsc|raw -- clock the gap detector polls (default auto)
     --cpu-dma-latency <us>|off -- hold /dev/cpu_dma_latency during the run
                                   (default 0, as cyclictest does)
@@ -421,6 +429,7 @@ pub fn parse(args: &[String]) -> Result<Command, CmdlineError> {
     let mut output_dir = None;
     let mut main_cpu = None;
     let mut allow_rt_busy = false;
+    let mut require_rtc = false;
     let mut trace = None;
     let mut counter = CounterChoice::Auto;
     let mut cpu_dma_latency_us = Some(0u32);
@@ -541,6 +550,7 @@ pub fn parse(args: &[String]) -> Result<Command, CmdlineError> {
                 main_cpu = Some(c.first());
             }
             "--allow-rt-busy" => allow_rt_busy = true,
+            "--require-rtc" => require_rtc = true,
             "--trace" => trace = Some(crate::causes::tracefs::TraceOptions::default()),
             "--load" => {
                 let v = w.value("--load", "a load profile, for example --load cpu+disk")?;
@@ -565,17 +575,13 @@ pub fn parse(args: &[String]) -> Result<Command, CmdlineError> {
             }
             "--cpu-dma-latency" => {
                 let v = w.value("--cpu-dma-latency", "a latency in microseconds, or off")?;
-                cpu_dma_latency_us = if v == "off" {
-                    None
-                } else {
-                    Some(v.parse::<u32>().ok().filter(|&x| x <= 2_000_000_000).ok_or_else(|| {
-                        CmdlineError::Invalid {
-                            option: "--cpu-dma-latency".into(),
-                            value: v.into(),
-                            detail: "give a whole number of microseconds (0 keeps CPUs out of deep idle states) or off".into(),
-                        }
-                    })?)
-                };
+                cpu_dma_latency_us = crate::os::parse_cpu_dma_latency(v).map_err(|detail| {
+                    CmdlineError::Invalid {
+                        option: "--cpu-dma-latency".into(),
+                        value: v.into(),
+                        detail,
+                    }
+                })?;
             }
             "--counter" => {
                 let v = w.value("--counter", "auto, tsc or raw")?;
@@ -713,6 +719,7 @@ pub fn parse(args: &[String]) -> Result<Command, CmdlineError> {
         output_dir,
         main_cpu,
         allow_rt_busy,
+        require_rtc,
         trace,
         counter,
         cpu_dma_latency_us,

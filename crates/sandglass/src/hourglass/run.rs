@@ -7,11 +7,14 @@ use crate::analysis::trace::{Interval, TraceInference};
 use crate::causes::spikes::{self, SpikeLog};
 use crate::engine::merge::Merge;
 use crate::engine::{EndReason, JobRecord, LatSample, Record};
+use crate::model::TimerKind;
 use crate::model::Workload;
+use crate::os::RtcUnusable;
 use crate::runner::{self, Measured, Sink, SinkSetup, SpikeAt, Timebase};
 use crate::stats::Accumulator;
 use crate::store::table::{tables, Limits, TableWriter};
 use crate::store::{FileEntry, RunState, StoreError};
+use crate::warning::{Warning, WarningKind};
 use parquet::data_type::ByteArray;
 
 pub use crate::runner::{Observer, RunContext, RunError, Silent};
@@ -302,8 +305,18 @@ pub fn run(
     ctx: &RunContext,
     obs: &mut dyn Observer,
 ) -> Result<HourglassResult, RunError> {
+    let fallback = rtc_fallback(spec, crate::os::rtc_usable())?;
+    let spec = &fallback
+        .as_ref()
+        .map_or_else(|| spec.clone(), |(s, _)| s.clone());
+    if let Some((_, w)) = &fallback {
+        obs.warning(w);
+    }
     let plan = spec.plan();
     let (mut m, sink) = runner::measure(&plan, ctx, obs, |s| HourglassSink::create(s, spec))?;
+    if let Some((_, w)) = fallback {
+        m.warnings.insert(0, w);
+    }
     let (closed, spikes, streamed) = sink.finish(m.elapsed_ns());
     let mut files = crate::result::close_store(&mut m, closed);
     let mut result = result::build(
@@ -344,6 +357,56 @@ pub fn run(
         ))
     })?;
     Ok(result)
+}
+
+/// The paper's `-i RTC` where `/dev/rtc` cannot give periodic interrupts (`usable` is why not,
+/// or `Ok`): most virtual machines and many servers have no RTC driver, and rates above 64 Hz
+/// need root. The threads that ask for it then use HR (clock_nanosleep, absolute), the
+/// documented substitute, and the warning returned says so and is recorded in the run;
+/// `--require-rtc` refuses instead. `None` when nothing changes.
+pub fn rtc_fallback(
+    spec: &HourglassSpec,
+    usable: Result<(), RtcUnusable>,
+) -> Result<Option<(HourglassSpec, Warning)>, RunError> {
+    let asking: Vec<usize> = spec
+        .threads
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.timer == TimerKind::Rtc)
+        .map(|(i, _)| i)
+        .collect();
+    let Err(why) = usable else {
+        return Ok(None);
+    };
+    if asking.is_empty() {
+        return Ok(None);
+    }
+    if spec.require_rtc {
+        return Err(RunError::Usage(format!(
+            "-i RTC with --require-rtc: {why}; leave out --require-rtc to run such threads with HR and a warning"
+        )));
+    }
+    let mut changed = spec.clone();
+    for &i in &asking {
+        changed.threads[i].timer = TimerKind::Hr;
+    }
+    let which = asking
+        .iter()
+        .map(usize::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    let threads = if asking.len() == 1 {
+        format!("thread {which} waits")
+    } else {
+        format!("threads {which} wait")
+    };
+    let warning = Warning::new(
+        WarningKind::TimerFallback,
+        format!(
+            "-i RTC: {why}, so {threads} with HR (clock_nanosleep, absolute), the documented substitute; add --require-rtc to refuse instead"
+        ),
+    );
+    Ok(Some((changed, warning)))
 }
 
 /// The explanation of the run's preemption gaps on each CPU.
@@ -400,4 +463,75 @@ fn write_calibration(m: &Measured, r: &HourglassResult) -> Result<FileEntry, Sto
         "sandglass-calibration/1",
         "counter calibration against CLOCK_MONOTONIC_RAW and CLOCK_MONOTONIC, the gap threshold and the polling-loop histogram",
     )
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use crate::hourglass::cmdline::{parse, Command};
+
+    fn spec(s: &str) -> HourglassSpec {
+        let words: Vec<String> = s.split_whitespace().map(String::from).collect();
+        match parse(&words) {
+            Ok(Command::Run(spec)) => spec,
+            other => panic!("{s}: {other:?}"),
+        }
+    }
+
+    const PAPER_5_3: &str = "-d 6m -n 2 -t 0 -p RTHIGH -w LAT 5.3ms -i RTC -t 1 -w CPU";
+
+    #[test]
+    fn a_usable_rtc_changes_nothing() {
+        assert!(rtc_fallback(&spec(PAPER_5_3), Ok(())).unwrap().is_none());
+    }
+
+    #[test]
+    fn no_thread_asking_for_the_rtc_changes_nothing() {
+        let s = spec("-n 1 -t 0 -w LAT 5.3ms -i HR");
+        assert!(rtc_fallback(&s, Err(RtcUnusable::Missing))
+            .unwrap()
+            .is_none());
+    }
+
+    #[test]
+    fn threads_asking_for_a_missing_rtc_use_hr_with_a_warning() {
+        let s = spec(PAPER_5_3);
+        let (changed, w) = rtc_fallback(&s, Err(RtcUnusable::Missing))
+            .unwrap()
+            .expect("a fallback");
+        assert_eq!(changed.threads[0].timer, TimerKind::Hr);
+        // Thread 1 did not ask for the RTC and keeps its timer.
+        assert_eq!(changed.threads[1].timer, s.threads[1].timer);
+        assert_eq!(w.kind, WarningKind::TimerFallback);
+        assert!(w.message.contains("no /dev/rtc"), "{}", w.message);
+        assert!(
+            w.message.contains("thread 0 waits with HR"),
+            "{}",
+            w.message
+        );
+        assert!(w.message.contains("--require-rtc"), "{}", w.message);
+        let two = spec("-n 2 -a -w LAT 5.3ms -i RTC");
+        let (_, w) = rtc_fallback(&two, Err(RtcUnusable::Missing))
+            .unwrap()
+            .expect("a fallback");
+        assert!(
+            w.message.contains("threads 0, 1 wait with HR"),
+            "{}",
+            w.message
+        );
+    }
+
+    #[test]
+    fn require_rtc_refuses_instead() {
+        let s = spec(&format!("{PAPER_5_3} --require-rtc"));
+        assert!(s.require_rtc);
+        match rtc_fallback(&s, Err(RtcUnusable::Missing)) {
+            Err(RunError::Usage(m)) => {
+                assert!(m.contains("--require-rtc") && m.contains("HR"), "{m}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 }

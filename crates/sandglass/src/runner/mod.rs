@@ -417,7 +417,9 @@ fn prepare<'a, H: Host>(
     let allowed = host.allowed_cpus();
     let placement = plan::place(plan, &allowed).map_err(|e| RunError::Usage(e.to_string()))?;
     if plan.threads.iter().any(|t| t.timer == TimerKind::Rtc) && os::rtc_path().is_none() {
-        return Err(RunError::Usage(os::TimerError::NoRtc.to_string()));
+        return Err(RunError::Usage(
+            os::TimerError::Rtc(os::RtcUnusable::Missing).to_string(),
+        ));
     }
     let mut warnings = plan::pre_run_warnings(plan, &placement, &sys, &counter);
     let (cpu_locks, shared_with) = match ctx.shared_cpus {

@@ -44,7 +44,7 @@ use parquet::file::reader::{FileReader, SerializedFileReader};
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::{ColumnPath, SchemaDescriptor, Type};
 use sha2::{Digest, Sha256};
-use std::io::{BufRead, Seek, SeekFrom, Write};
+use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -1179,6 +1179,9 @@ impl<'r> TableReader<'r> {
         Ok(true)
     }
 
+    /// Scans a run-format-1 CSV table with the `csv` crate, which reads quoted fields, CRLF
+    /// line ends and a byte order mark as RFC 4180 and spreadsheets write them (a run that was
+    /// opened and saved in one still reads).
     fn scan_csv<E: From<ReadError>>(
         &self,
         f: &FileEntry,
@@ -1191,21 +1194,33 @@ impl<'r> TableReader<'r> {
             path: path.clone(),
             source,
         })?;
-        let mut lines = std::io::BufReader::with_capacity(1 << 16, file);
-        let mut header = String::new();
-        lines
-            .read_line(&mut header)
-            .map_err(|source| ReadError::Io {
-                path: path.clone(),
-                source,
-            })?;
-        let names: Vec<&str> = header.trim_end().split(',').collect();
+        let mut reader = csv::ReaderBuilder::new()
+            .flexible(true)
+            .trim(csv::Trim::All)
+            .buffer_capacity(1 << 16)
+            .from_reader(file);
+        let csv_error = |e: csv::Error| {
+            let line = e.position().map_or(1, |p| p.line()) as usize;
+            let what = e.to_string();
+            match e.into_kind() {
+                csv::ErrorKind::Io(source) => ReadError::Io {
+                    path: path.clone(),
+                    source,
+                },
+                _ => ReadError::Data {
+                    path: path.clone(),
+                    line,
+                    what,
+                },
+            }
+        };
+        let names = reader.headers().map_err(csv_error)?.clone();
         let mut at = Vec::with_capacity(wanted.len());
         for &w in wanted {
             let c = self.table.columns[w];
             let i = names
                 .iter()
-                .position(|n| *n == c.name)
+                .position(|n| n == c.name)
                 .ok_or_else(|| ReadError::Data {
                     path: path.clone(),
                     line: 1,
@@ -1214,25 +1229,14 @@ impl<'r> TableReader<'r> {
             at.push((i, c.kind));
         }
         let mut batch = Batch::of(self.table, wanted.to_vec(), READ_BATCH);
-        let mut line = String::new();
-        let mut number = 1usize;
-        loop {
-            line.clear();
-            let n = lines.read_line(&mut line).map_err(|source| ReadError::Io {
-                path: path.clone(),
-                source,
-            })?;
-            if n == 0 {
-                break;
-            }
-            number += 1;
-            let row = line.trim_end();
-            if row.is_empty() {
+        let mut record = csv::StringRecord::new();
+        while reader.read_record(&mut record).map_err(csv_error)? {
+            if record.iter().all(str::is_empty) {
                 continue;
             }
-            let fields: Vec<&str> = row.split(',').collect();
+            let number = record.position().map_or(0, |p| p.line()) as usize;
             for ((i, kind), v) in at.iter().zip(batch.values.iter_mut()) {
-                let field = fields.get(*i).copied().unwrap_or("").trim();
+                let field = record.get(*i).unwrap_or("");
                 let bad = || ReadError::Data {
                     path: path.clone(),
                     line: number,
@@ -1562,6 +1566,15 @@ mod tests {
             .scan::<ReadError>(&["start_ns"], |_| Ok(()))
             .expect_err("bad row");
         assert!(err.to_string().contains("trace.csv:2"), "{err}");
+        // Saved by a spreadsheet: a byte order mark, CRLF line ends, a quoted field, a blank
+        // line; the rows read as before.
+        let saved = "\u{feff}thread,cpu,start_ns,end_ns,start_counter,end_counter,end_reason\r\n0,3,0,5,1000,1015,\"preempted\"\r\n\r\n1,3,10,15,1030,1045,yielded\r\n";
+        std::fs::write(dir.path().join("trace.csv"), saved).expect("w");
+        let mut e = files[1].clone();
+        e.bytes = saved.len() as u64;
+        e.sha256 = crate::store::sha256_hex(saved.as_bytes());
+        let run1 = finish_run(&dir, vec![e]);
+        assert_eq!(read(&run1), parquet_rows[..2]);
     }
 
     #[test]

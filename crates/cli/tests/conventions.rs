@@ -1,0 +1,181 @@
+//! Installing and discovering the command, and what it prints: man pages, shell completions,
+//! `--quiet`, the units in calibrate's table and Hourglass's `-i RTC` fallback as the run
+//! records it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use assert_cmd::Command;
+use common::{lock, skip};
+use std::path::Path;
+
+fn sandglass() -> Command {
+    let mut c = Command::cargo_bin("sandglass").unwrap();
+    c.env(
+        "SANDGLASS_RUNS_DIR",
+        std::env::temp_dir().join("sandglass-test-runs"),
+    );
+    c
+}
+
+fn stdout_of(args: &[&str]) -> String {
+    let out = sandglass().args(args).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn man_prints_roff_pages_for_the_top_and_each_command() {
+    let top = stdout_of(&["man"]);
+    assert!(top.starts_with(".ie"), "{}", &top[..top.len().min(200)]);
+    assert!(top.contains(".TH sandglass 1"), "no title line");
+    assert!(top.contains("sandglass\\-timer(1)"), "no timer page named");
+    let timer = stdout_of(&["man", "timer"]);
+    assert!(timer.contains(".TH sandglass-timer 1"), "no timer title");
+    assert!(
+        timer.contains("\\-\\-cpu\\-dma\\-latency"),
+        "timer options missing"
+    );
+    assert!(timer.contains("\\-\\-quiet"), "--quiet missing");
+    let tail = stdout_of(&["man", "analyze", "rta"]);
+    assert!(
+        tail.contains(".TH sandglass-analyze-rta 1"),
+        "no nested title"
+    );
+}
+
+#[test]
+fn bash_accepts_the_bash_completions() {
+    let script = stdout_of(&["completions", "bash"]);
+    assert!(script.contains("complete -F"), "not a bash completion");
+    assert!(
+        script.contains("--cpu-dma-latency"),
+        "timer options missing"
+    );
+    let Ok(bash) = std::process::Command::new("bash")
+        .arg("-n")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+    else {
+        skip("bash is not installed");
+        return;
+    };
+    let mut bash = bash;
+    use std::io::Write;
+    bash.stdin
+        .take()
+        .unwrap()
+        .write_all(script.as_bytes())
+        .unwrap();
+    let out = bash.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "bash -n: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for shell in ["zsh", "fish", "elvish", "powershell"] {
+        assert!(!stdout_of(&["completions", shell]).is_empty(), "{shell}");
+    }
+}
+
+/// Runs a one-second measurement of CPU 0 with `flags` into `run`; expects exit code 0 and
+/// nothing on standard error, and gives standard output.
+fn quiet_run(command: &str, flags: &[&str], run: &Path) -> Vec<u8> {
+    let out = sandglass()
+        .args([command, "-c", "0", "-d", "1s", "--sample-rate", "0"])
+        .args(flags)
+        .arg("-o")
+        .arg(run)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{command} {flags:?}: {stderr}");
+    assert!(stderr.is_empty(), "{command} {flags:?} printed: {stderr}");
+    // The run keeps what was not printed.
+    assert!(run.join("summary.json").is_file(), "{command}: no summary");
+    out.stdout
+}
+
+#[test]
+fn quiet_prints_only_what_json_asks_for() {
+    let _g = lock();
+    let dir = tempfile::tempdir().unwrap();
+    let text = quiet_run("timer", &["-q"], &dir.path().join("timer"));
+    assert!(text.is_empty(), "quiet printed a summary");
+    let json = quiet_run("noise", &["--quiet", "--json"], &dir.path().join("noise"));
+    let v: serde_json::Value = serde_json::from_slice(&json).unwrap();
+    assert!(v["cpus"].is_array(), "{v}");
+}
+
+#[test]
+fn calibrate_names_the_counter_and_the_unit() {
+    let _g = lock();
+    let text = stdout_of(&["calibrate", "--cpu", "0", "-d", "100ms"]);
+    let first = text.lines().next().unwrap();
+    assert!(first.starts_with("counter: "), "{first}");
+    let name = first["counter: ".len()..].split(' ').next().unwrap();
+    assert!(
+        ["TSC", "CNTVCT_EL0", "CLOCK_MONOTONIC_RAW"].contains(&name),
+        "{first}"
+    );
+    assert!(text.contains("(times in ns)"), "{text}");
+    // Figures are plain numbers under the header's unit, with no letter glued to them.
+    for line in text.lines().skip(2) {
+        if line.starts_with("gap threshold") {
+            continue;
+        }
+        for field in line.split_whitespace().rev().take(8) {
+            assert!(
+                field.parse::<f64>().is_ok(),
+                "'{field}' in '{line}' is not a number"
+            );
+        }
+    }
+}
+
+/// Hourglass's `-i RTC` where there is no RTC device: HR instead, a warning printed, and the
+/// substitution recorded in the run (the warning's kind and the thread's timer).
+#[test]
+fn rtc_falls_back_to_hr_and_the_run_records_it() {
+    if Path::new("/dev/rtc").exists() || Path::new("/dev/rtc0").exists() {
+        skip("this machine has an RTC device, so -i RTC runs as asked");
+        return;
+    }
+    let _g = lock();
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("rtc");
+    let out = sandglass()
+        .args(["hourglass", "-n", "1", "-d", "1s", "-x", "-t", "0"])
+        .args(["-w", "LAT", "5.3ms", "-i", "RTC", "-o"])
+        .arg(&run)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("warning: -i RTC: this machine has no /dev/rtc")
+            && stderr.contains("thread 0 waits with HR"),
+        "{stderr}"
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("latlate"), "{text}");
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("manifest.json")).unwrap()).unwrap();
+    let kinds: Vec<&str> = manifest["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|w| w["kind"].as_str())
+        .collect();
+    assert!(kinds.contains(&"timer_fallback"), "{kinds:?}");
+    let threads = manifest["config"]["threads"].as_array().expect("threads");
+    assert_eq!(threads[0]["timer"], "HR", "{}", threads[0]);
+}
