@@ -133,7 +133,17 @@ fn traced_timer_names_the_competing_thread() {
     let out = Command::cargo_bin("sandglass")
         .unwrap()
         .args([
-            "timer", "-c", "1", "-P", "f:50", "-d", "10s", "--trace", "--json", "-o",
+            "timer",
+            "-c",
+            "1",
+            "-P",
+            "f:50",
+            "-d",
+            "10s",
+            "--trace",
+            "--json",
+            "--shared-cpus",
+            "-o",
         ])
         .arg(&timer_dir)
         .timeout(Duration::from_secs(60))
@@ -345,7 +355,17 @@ fn stop_above_ends_the_run_and_actions_run() {
     let dir = tmp.path().join("stop");
     let out = Command::cargo_bin("sandglass")
         .unwrap()
-        .args(["timer", "-c", "1", "-P", "f:50", "-d", "8s", "--trace"])
+        .args([
+            "timer",
+            "-c",
+            "1",
+            "-P",
+            "f:50",
+            "-d",
+            "8s",
+            "--trace",
+            "--shared-cpus",
+        ])
         .args([
             "--stop-above",
             "500us",
@@ -387,6 +407,7 @@ fn stop_above_ends_the_run_and_actions_run() {
             "2s",
             "--stop-above",
             "500us",
+            "--shared-cpus",
         ])
         .args([
             "--on-threshold",
@@ -694,6 +715,8 @@ fn traced_timer(dir: &Path, extra: &[&str]) -> (String, Vec<Delay>, Vec<Recorded
     let first = Independent::start("a");
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_sandglass"))
         .args(["timer", "-c", "1", "-d", "8s", "--trace", "--json"])
+        // The burst beside it is an Hourglass run on the same CPU, holding its CPU lock.
+        .args(["--shared-cpus"])
         .args(extra)
         .arg("-o")
         .arg(dir)
