@@ -217,21 +217,6 @@ pub fn latency_from_run(
                     Some((cpu, serde_json::from_value(c["lateness_ns"].clone()).ok()?))
                 })
                 .collect();
-            let candidates: Vec<(usize, i64)> = totals
-                .cpus
-                .iter()
-                .map(|(&cpu, t)| {
-                    let l = Latency {
-                        distribution: Distribution::from_histogram(&t.main),
-                        rate_hz: 0.0,
-                        description: String::new(),
-                        figures: figures.get(&cpu).cloned(),
-                    };
-                    (cpu, l.value_at(by).unwrap_or(0))
-                })
-                .collect();
-            let (cpu, worst) = pick(&candidates, select, "CPU", path)?;
-            let h = &totals.cpus[&cpu].main;
             let interval = summary["interval_ns"].as_u64().unwrap_or(0);
             if interval == 0 {
                 return Err(unusable(format!(
@@ -239,21 +224,39 @@ pub fn latency_from_run(
                     path.display()
                 )));
             }
+            // Each CPU's distribution once: the chosen one is returned as it is.
+            let mut each: std::collections::BTreeMap<usize, Latency> = totals
+                .cpus
+                .iter()
+                .map(|(&cpu, t)| {
+                    let l = Latency {
+                        distribution: Distribution::from_histogram(&t.main),
+                        rate_hz: 1e9 / interval as f64,
+                        description: String::new(),
+                        figures: figures.get(&cpu).cloned(),
+                    };
+                    (cpu, l)
+                })
+                .collect();
+            let candidates: Vec<(usize, i64)> = each
+                .iter()
+                .map(|(&cpu, l)| (cpu, l.value_at(by).unwrap_or(0)))
+                .collect();
+            let (cpu, worst) = pick(&candidates, select, "CPU", path)?;
             let which = if worst {
                 format!("CPU {cpu} (the worst of {} by {by_name})", candidates.len())
             } else {
                 format!("CPU {cpu}")
             };
-            Ok(Latency {
-                distribution: Distribution::from_histogram(h),
-                rate_hz: 1e9 / interval as f64,
-                description: format!(
-                    "corrected lateness of {which} in timer run {} ({} releases)",
-                    r.manifest.id,
-                    h.len()
-                ),
-                figures: figures.get(&cpu).cloned(),
-            })
+            let mut l = each.remove(&cpu).ok_or_else(|| InputError::NoSamples {
+                run: path.to_path_buf(),
+            })?;
+            l.description = format!(
+                "corrected lateness of {which} in timer run {} ({} releases)",
+                r.manifest.id,
+                totals.cpus[&cpu].main.len()
+            );
+            Ok(l)
         }
         "hourglass" => {
             let Some(t) = TableReader::open(&r, &tables::LATENCY) else {
