@@ -724,7 +724,11 @@ mod tests {
         for k in &r.kinds {
             assert!(k.error.is_none(), "{:?}: {:?}", k.timer, k.error);
             assert_eq!(k.phases.len(), 2);
-            assert!(k.placement_verified, "{:?}", k.cpus_seen);
+            assert!(
+                k.placement_verified,
+                "{:?}: seen on {:?}, threads {:?} {:?}",
+                k.timer, k.cpus_seen, k.timer_thread, k.loop_thread
+            );
             for p in &k.phases {
                 assert!(p.iterations > 0 && p.elapsed_ns > 0);
             }
