@@ -184,6 +184,12 @@ fn main() -> ExitCode {
         Command::Completions { shell } => discover::completions(Cli::command(), *shell),
     };
     match result {
+        // A run that SIGINT or SIGTERM ended early has printed and kept what it measured, and
+        // says it was cut short as a shell would: 130 after Ctrl-C, 143 after SIGTERM.
+        Ok(0) => match sandglass_sys::signal::termination() {
+            Some(sig) => ExitCode::from(u8::try_from(128 + sig).unwrap_or(1)),
+            None => ExitCode::SUCCESS,
+        },
         Ok(code) => ExitCode::from(code),
         Err(f) => {
             if !f.message.is_empty() {

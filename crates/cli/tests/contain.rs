@@ -111,6 +111,7 @@ fn check(end: End, subreaper: bool, runtime: &Path, runs: &Path) {
                 "{end:?} subreaper={subreaper}: the next start said nothing: {note}"
             );
         }
+        End::Signal(s) => assert_eq!(out.status.code(), Some(128 + s), "{end:?}: {stderr}"),
         _ => assert_eq!(out.status.code(), Some(0), "{end:?}: {stderr}"),
     }
     let left = wait_until_gone(&marker, Duration::from_secs(3));

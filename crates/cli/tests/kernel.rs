@@ -386,7 +386,7 @@ fn sigint_stops_cleanly_and_keeps_results() {
     );
     assert_eq!(
         out.status.code(),
-        Some(0),
+        Some(130),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
@@ -752,26 +752,14 @@ fn a_stall_is_counted_release_by_release() {
     let _g = lock();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("run");
-    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("sandglass"))
-        .args(["timer", "-c", "1", "-i", "1ms", "-d", "3s", "--json", "-o"])
-        .arg(&dir)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id() as i32;
-    let t = Instant::now();
-    while !dir.join("manifest.json").exists() && t.elapsed() < Duration::from_secs(20) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(1200));
-    let stopped = Instant::now();
-    sandglass_sys::signal::send_to_process(pid, libc_sigstop()).unwrap();
-    std::thread::sleep(Duration::from_millis(50));
-    sandglass_sys::signal::send_to_process(pid, libc_sigcont()).unwrap();
+    let (out, stall) = stopped_run(
+        &["timer", "-c", "1", "-i", "1ms", "-d", "3s", "--json"],
+        &dir,
+        libc_sigstop(),
+        Duration::from_millis(50),
+    );
     // The stall lasted at most this long: this thread can oversleep on a busy machine.
-    let stall_ms = stopped.elapsed().as_millis() as u64;
-    let out = child.wait_with_output().unwrap();
+    let stall_ms = stall.as_millis() as u64;
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -781,6 +769,7 @@ fn a_stall_is_counted_release_by_release() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let c = &v["cpus"][0];
     let missed = c["missed_releases"].as_u64().unwrap();
+    assert_eq!(v["stops"][0]["by"], "sigstop", "{}", v["stops"]);
     // The stall as the thread saw it: the stop, and the time it took to run again after it
     // (longer at a timesharing priority, without root, on a busy machine).
     let max_late = c["lateness_ns"]["max"].as_i64().unwrap();
@@ -838,6 +827,103 @@ fn a_stall_is_counted_release_by_release() {
         (seen_ms.saturating_sub(1)..=seen_ms + 1).contains(&in_stall) && missed >= in_stall,
         "{in_stall} missed releases in a stall of {seen_ms} ms seen by the thread ({missed} in the run; the test stopped it for at most {stall_ms} ms)"
     );
+}
+
+/// Issue acceptance (a stopped process): `noise` stopped by SIGSTOP, and again by the
+/// terminal's SIGTSTP, for 300 ms records each stop with its length, warns of it, and names the
+/// interruption it caused as the stop instead of presenting it as the machine's noise. Both
+/// runs end normally (exit 0).
+#[test]
+fn a_stopped_process_records_the_stop_and_names_it() {
+    let _g = lock();
+    for (signo, by) in [(libc_sigstop(), "sigstop"), (20, "sigtstp")] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("run");
+        let (out, stall) = stopped_run(
+            &["noise", "-c", "1", "-d", "3s", "--json"],
+            &dir,
+            signo,
+            Duration::from_millis(300),
+        );
+        let most = stall.as_nanos() as u64;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{by}: {stderr}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let stops = v["stops"].as_array().expect("stops recorded");
+        assert_eq!(stops.len(), 1, "{by}: {stops:?}");
+        let s = &stops[0];
+        assert_eq!(s["by"], by);
+        let length = s["to_ns"].as_u64().unwrap() - s["from_ns"].as_u64().unwrap();
+        // SIGTSTP's start is exact; SIGSTOP's is bounded by the main thread's last wait.
+        let slack = s["from_uncertainty_ns"].as_u64().unwrap();
+        assert_eq!(slack == 0, by == "sigtstp", "{s}");
+        assert!(
+            length + 20_000_000 >= 300_000_000 && length <= most + slack + 20_000_000,
+            "{by}: a stop of {length} ns recorded for one of 300 ms (at most {most} ns, start uncertain by {slack} ns)"
+        );
+        assert!(
+            v["warnings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|w| w["kind"] == "process_stopped"),
+            "{by}: {}",
+            v["warnings"]
+        );
+        assert!(
+            stderr.contains("the process was stopped by"),
+            "{by}: {stderr}"
+        );
+        // The stop is the run's largest interruption, and it is named as the stop.
+        let max = v["cpus"][0]["max_ns"].as_u64().unwrap();
+        assert!(max >= 250_000_000, "{by}: largest interruption {max} ns");
+        // The noise figure says how much of it was the stop.
+        let of_stop = v["cpus"][0]["process_stopped_ns"].as_u64().unwrap_or(0);
+        assert!(
+            of_stop >= max && of_stop <= v["cpus"][0]["noise_ns"].as_u64().unwrap(),
+            "{by}: {of_stop} ns of noise named as the stop, largest interruption {max} ns"
+        );
+        let spikes = v["causes"]["explanation"]["spikes"].as_array().unwrap();
+        let largest = spikes
+            .iter()
+            .max_by_key(|x| x["size_ns"].as_u64().unwrap())
+            .unwrap();
+        assert_eq!(
+            largest["inferred"]["kind"], "process_stopped",
+            "{by}: {largest}"
+        );
+        check_files(&dir);
+    }
+}
+
+/// Runs `args -o dir`, stops it with `signo` 1.2 s into its measurement, continues it
+/// `length` later, and returns its output and how long the stop lasted at most.
+fn stopped_run(
+    args: &[&str],
+    dir: &Path,
+    signo: i32,
+    length: Duration,
+) -> (std::process::Output, Duration) {
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("sandglass"))
+        .args(args)
+        .arg("-o")
+        .arg(dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let t = Instant::now();
+    while !dir.join("manifest.json").exists() && t.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(1200));
+    let stopped = Instant::now();
+    sandglass_sys::signal::send_to_process(pid, signo).unwrap();
+    std::thread::sleep(length);
+    sandglass_sys::signal::send_to_process(pid, libc_sigcont()).unwrap();
+    let stall = stopped.elapsed();
+    (child.wait_with_output().unwrap(), stall)
 }
 
 fn libc_sigstop() -> i32 {

@@ -244,7 +244,7 @@ fn sigint_and_sigterm_end_the_run_early_with_a_report() {
             t.elapsed()
         );
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(0), "{name}: {stderr}");
+        assert_eq!(out.status.code(), Some(128 + signo), "{name}: {stderr}");
         let v = json(&out.stdout);
         assert_eq!(v["state"], "interrupted", "{name}");
         assert!(

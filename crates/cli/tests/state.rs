@@ -243,7 +243,7 @@ fn runs_leave_the_machine_as_they_found_it() {
             &["timer", "-d", "20s", "--load", "cpu"],
             End::Signal(sigint, mid),
             &[],
-            0,
+            130,
             "interrupted",
         ),
         case(
@@ -251,7 +251,7 @@ fn runs_leave_the_machine_as_they_found_it() {
             &["noise", "-d", "20s"],
             End::Signal(sigterm, mid),
             &[],
-            0,
+            143,
             "interrupted",
         ),
         case(
@@ -259,7 +259,7 @@ fn runs_leave_the_machine_as_they_found_it() {
             &hourglass,
             End::Signal(sigint, mid),
             &[],
-            0,
+            130,
             "interrupted",
         ),
         // A thread that never stops: the watchdog ends the run and the results are kept.

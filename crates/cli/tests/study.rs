@@ -266,7 +266,7 @@ fn a_study_stopped_in_its_third_cell_resumes_with_what_is_left() {
         .unwrap();
     let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert_eq!(out.status.code(), Some(130), "{stdout}");
     assert!(
         stdout.contains("resume with: sandglass study --resume"),
         "{stdout}"
@@ -450,7 +450,7 @@ fn no_load_outlives_its_measurement() {
     sandglass_sys::signal::send_to_process(child.id() as i32, sandglass_sys::signal::SIGINT)
         .unwrap();
     let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(130));
     assert!(
         gone(marker, Duration::from_millis(500)),
         "left after SIGINT"

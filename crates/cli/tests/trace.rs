@@ -258,7 +258,7 @@ fn tracing_settings_are_restored_however_a_run_ends() {
     let out = child.wait_with_output().unwrap();
     assert_eq!(
         out.status.code(),
-        Some(0),
+        Some(130),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );

@@ -104,6 +104,19 @@ pub fn write(w: &mut dyn Write, r: &NoiseResult) -> io::Result<()> {
             ns(c.runtime_ns),
             c.mean_iteration_ns.unwrap_or(0.0)
         )?;
+        if c.process_stopped_ns > 0 {
+            writeln!(
+                w,
+                "  of which {} while the process was stopped ({}): not the machine's noise",
+                ns(c.process_stopped_ns),
+                r.run
+                    .stops
+                    .iter()
+                    .map(|s| s.by.text())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )?;
+        }
         if let Some(e) = &c.error {
             writeln!(w, "  error: {e}")?;
         }

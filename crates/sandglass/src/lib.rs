@@ -33,6 +33,7 @@ pub mod replay;
 pub mod result;
 pub mod runner;
 pub mod stats;
+pub mod stops;
 pub mod store;
 pub mod study;
 pub mod survey;

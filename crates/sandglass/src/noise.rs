@@ -181,6 +181,10 @@ pub struct NoiseCpu {
     pub loop_iterations: u64,
     pub mean_iteration_ns: Option<f64>,
     pub stopped: bool,
+    /// Noise while the process itself was stopped (Ctrl-Z, SIGSTOP, a debugger: the run's
+    /// `stops`), in ns: part of `noise_ns`, not the machine's.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub process_stopped_ns: u64,
     pub error: Option<String>,
     /// The whole-run histogram of interruption durations.
     #[serde(skip)]
@@ -505,6 +509,7 @@ fn cpu_result(
         loop_iterations: 0,
         mean_iteration_ns: None,
         stopped: false,
+        process_stopped_ns: 0,
         error: rep.error.clone(),
         hist: None,
     };
@@ -547,6 +552,10 @@ fn cpu_result(
     nc
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 /// Turns what the threads measured into the result.
 pub fn build(
     config: &NoiseConfig,
@@ -563,7 +572,22 @@ pub fn build(
         .map(|(i, rep)| {
             let cpu = cpus.get(i).copied().unwrap_or(0);
             let stored = rows.get(i).copied().unwrap_or(0);
-            cpu_result(m, cpu, i, stored, rep, &mut warnings)
+            let mut c = cpu_result(m, cpu, i, stored, rep, &mut warnings);
+            // The interruptions a stop of the process made: the kept spikes that overlap it.
+            if !m.stops.is_empty() {
+                c.process_stopped_ns = spikes
+                    .iter()
+                    .filter(|l| l.cpu() == cpu)
+                    .flat_map(|l| l.kept(0))
+                    .filter(|sp| {
+                        crate::stops::overlapping(&m.stops, sp.at_ns, sp.size_ns)
+                            .next()
+                            .is_some()
+                    })
+                    .map(|sp| sp.size_ns)
+                    .sum();
+            }
+            c
         })
         .collect();
     let thread_of = |cpu: usize| out.iter().position(|c| c.cpu == cpu);
@@ -575,6 +599,7 @@ pub fn build(
         &thread_of,
         crate::causes::explain::Waits::Polls,
     );
+    crate::stops::name_in_causes(&mut causes, &m.stops);
     if m.kernel.is_some() {
         // With the kernel's events, every interruption is explained, not only the spikes.
         let all: Vec<crate::causes::CpuSpikes> = spikes

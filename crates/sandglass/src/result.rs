@@ -42,6 +42,14 @@ pub struct RunHeader {
     /// The spikes' explanation and their periodic trains.
     #[serde(default)]
     pub causes: Option<Causes>,
+    /// The signal that ended the run early (`SIGINT`, `SIGTERM`), when one did; the exit code
+    /// is then 130 or 143.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
+    /// Stops of the measuring process (Ctrl-Z, SIGSTOP, a debugger), in run time: the delays
+    /// they caused are the stop's, not the machine's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stops: Vec<crate::stops::ProcessStop>,
 }
 
 impl RunHeader {
@@ -61,6 +69,8 @@ impl RunHeader {
             warnings: m.warnings.clone(),
             loads: std::mem::take(&mut m.loads),
             causes: None,
+            signal: m.signal.map(|s| s.name().to_string()),
+            stops: m.stops.clone(),
         }
     }
 }

@@ -732,6 +732,7 @@ pub fn build(
         &thread_of,
         crate::causes::explain::Waits::Sleeps,
     );
+    crate::stops::name_in_causes(&mut causes, &m.stops);
     if m.kernel.is_some() {
         let all: Vec<(usize, Vec<crate::causes::trains::Spike>)> = spikes
             .iter()

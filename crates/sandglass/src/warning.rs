@@ -44,6 +44,9 @@ pub enum WarningKind {
     /// A timer the command line asked for is not available here; a documented substitute ran
     /// instead (Hourglass's `-i RTC` without `/dev/rtc` uses HR).
     TimerFallback,
+    /// The measuring process was stopped (Ctrl-Z, SIGSTOP, a debugger): its delays then are the
+    /// stop, not the machine's.
+    ProcessStopped,
 }
 
 /// One warning.

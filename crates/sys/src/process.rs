@@ -75,6 +75,17 @@ pub fn timer_slack_ns() -> Option<u64> {
     (v >= 0).then_some(v as u64)
 }
 
+/// The process tracing this one (a debugger, strace), from `TracerPid` in `/proc/self/status`;
+/// `None` when nothing traces it or the file cannot be read.
+pub fn tracer_pid() -> Option<i32> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("TracerPid:"))
+        .and_then(|v| v.trim().parse::<i32>().ok())
+        .filter(|&p| p > 0)
+}
+
 /// The fields of `uname(2)`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Uname {

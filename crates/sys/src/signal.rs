@@ -24,6 +24,14 @@ pub fn wake_signal() -> i32 {
 pub const SIGINT: i32 = libc::SIGINT;
 /// SIGTERM, as a number.
 pub const SIGTERM: i32 = libc::SIGTERM;
+/// SIGCONT, as a number: a stopped process runs again. Blocking it does not keep the process
+/// stopped; the signal stays pending, so that [`wait_timeout`] tells when the stop ended.
+pub const SIGCONT: i32 = libc::SIGCONT;
+/// SIGTSTP, as a number: the terminal's stop (Ctrl-Z). Blocked, it stops nothing until it is
+/// taken with [`wait_timeout`]; [`stop_self`] then stops the process as the default would.
+pub const SIGTSTP: i32 = libc::SIGTSTP;
+/// SIGSTOP, as a number.
+pub const SIGSTOP: i32 = libc::SIGSTOP;
 
 pub(crate) fn sigset(signals: &[i32]) -> libc::sigset_t {
     // SAFETY: sigemptyset initialises the set; sigaddset with a valid number only sets a bit.
@@ -72,14 +80,36 @@ pub fn unblock(signals: &[i32]) -> Result<(), Errno> {
     }
 }
 
+/// The first SIGINT or SIGTERM [`wait_timeout`] took in this process (0: none).
+static TERMINATION: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
 /// Waits up to `timeout_ns` for one of `signals` (which must be blocked in the calling thread)
-/// and returns its number, or `None` on timeout or interruption.
+/// and returns its number, or `None` on timeout or interruption. A SIGINT or SIGTERM taken is
+/// remembered for [`termination`].
 pub fn wait_timeout(signals: &[i32], timeout_ns: u64) -> Option<i32> {
     let set = sigset(signals);
     let ts = crate::clock::timespec_from_ns(timeout_ns);
     // SAFETY: `set` and `ts` are valid; the info pointer may be null.
     let ret = unsafe { libc::sigtimedwait(&set, std::ptr::null_mut(), &ts) };
+    if ret == SIGINT || ret == SIGTERM {
+        let _ = TERMINATION.compare_exchange(
+            0,
+            ret,
+            std::sync::atomic::Ordering::Relaxed,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
     (ret > 0).then_some(ret)
+}
+
+/// The first SIGINT or SIGTERM this process took (and acted on by ending its work early), if
+/// any: the command's exit code then says so (128 + the signal's number, as a shell reports a
+/// process the signal ended).
+pub fn termination() -> Option<i32> {
+    match TERMINATION.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => None,
+        s => Some(s),
+    }
 }
 
 extern "C" fn do_nothing(_: libc::c_int) {}
@@ -103,6 +133,15 @@ pub fn send_to_thread(tid: Tid, signo: i32) -> Result<(), Errno> {
     // SAFETY: plain integer arguments; the kernel checks that `tid` belongs to our process.
     let ret = unsafe { libc::tgkill(libc::getpid(), tid.0, signo) };
     check(ret).map(|_| ())
+}
+
+/// Stops the calling process (SIGSTOP to itself), as a terminal stop whose SIGTSTP was taken
+/// does by default; it runs again when it receives SIGCONT (the shell's `fg` or `bg`).
+pub fn stop_self() {
+    // SAFETY: plain integer arguments; a process may always signal itself.
+    unsafe {
+        libc::kill(libc::getpid(), libc::SIGSTOP);
+    }
 }
 
 /// Sends `signo` to process `pid` (`kill(2)`); tests use it to deliver Ctrl-C to a run.

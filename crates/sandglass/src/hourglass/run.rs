@@ -426,6 +426,7 @@ fn causes(m: &Measured, spikes: &[SpikeLog]) -> crate::causes::Causes {
         &thread_of,
         crate::causes::explain::Waits::Polls,
     );
+    crate::stops::name_in_causes(&mut causes, &m.stops);
     if m.kernel.is_some() {
         // With the kernel's events, every preemption gap is explained, not only the spikes.
         let all: Vec<crate::causes::CpuSpikes> = spikes

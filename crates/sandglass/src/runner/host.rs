@@ -37,6 +37,17 @@ impl Stop {
     }
 }
 
+/// What the main thread's wait took.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Signal {
+    /// SIGINT or SIGTERM: the run ends.
+    End(Stop),
+    /// SIGTSTP (Ctrl-Z): the process is to stop (see [`Host::stop_process`]).
+    TerminalStop,
+    /// SIGCONT: the process was stopped and runs again.
+    Continued,
+}
+
 /// A system call of the lifecycle that failed.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 #[error("{call} failed: {reason}")]
@@ -94,14 +105,25 @@ pub trait Tracing {
 pub trait Host: Clone + Send + Sync + 'static {
     /// The CPUs this process may run on.
     fn allowed_cpus(&self) -> Vec<usize>;
-    /// Blocks SIGINT, SIGTERM and the timer signal for this thread and the threads it creates,
+    /// Blocks SIGINT, SIGTERM, SIGTSTP, SIGCONT and the timer signal for this thread and the
+    /// threads it creates (the main thread takes them in its wait; see [`crate::stops`]),
     /// and installs the handler that interrupts a measuring thread's sleep. Returns whether the
     /// caller had SIGINT and SIGTERM blocked already (a study running many cells does).
     fn block_signals(&self) -> Result<bool, HostError>;
-    /// Unblocks SIGINT and SIGTERM.
+    /// Unblocks SIGINT, SIGTERM, SIGTSTP and SIGCONT.
     fn unblock_signals(&self);
     /// Waits up to `ns` for SIGINT or SIGTERM.
     fn wait_signal(&self, ns: u64) -> Option<Stop>;
+    /// Waits up to `ns` for SIGINT, SIGTERM, SIGTSTP or SIGCONT (the supervision's wait).
+    fn wait_event(&self, ns: u64) -> Option<Signal> {
+        self.wait_signal(ns).map(Signal::End)
+    }
+    /// Stops the process, as the default action of the SIGTSTP it took would have.
+    fn stop_process(&self) {}
+    /// The process tracing this one (a debugger), if any.
+    fn tracer(&self) -> Option<i32> {
+        None
+    }
     /// Holds `/dev/cpu_dma_latency` at `us` until [`Host::release_pm_qos`].
     fn hold_pm_qos(&self, us: u32) -> Result<(), HostError>;
     fn release_pm_qos(&self);
@@ -192,11 +214,16 @@ impl Host for RealHost {
 
     fn block_signals(&self) -> Result<bool, HostError> {
         let caller = signal::is_blocked(signal::SIGINT) && signal::is_blocked(signal::SIGTERM);
-        signal::block(&[signal::SIGINT, signal::SIGTERM, signal::timer_signal()]).map_err(|e| {
-            HostError {
-                call: "blocking SIGINT and SIGTERM (pthread_sigmask)",
-                reason: e.to_string(),
-            }
+        signal::block(&[
+            signal::SIGINT,
+            signal::SIGTERM,
+            signal::SIGTSTP,
+            signal::SIGCONT,
+            signal::timer_signal(),
+        ])
+        .map_err(|e| HostError {
+            call: "blocking SIGINT and SIGTERM (pthread_sigmask)",
+            reason: e.to_string(),
         })?;
         signal::install_wake_handler(signal::wake_signal()).map_err(|e| HostError {
             call: "installing the wake-up signal handler (sigaction)",
@@ -206,7 +233,35 @@ impl Host for RealHost {
     }
 
     fn unblock_signals(&self) {
-        let _ = signal::unblock(&[signal::SIGINT, signal::SIGTERM]);
+        let _ = signal::unblock(&[
+            signal::SIGINT,
+            signal::SIGTERM,
+            signal::SIGTSTP,
+            signal::SIGCONT,
+        ]);
+    }
+
+    fn wait_event(&self, ns: u64) -> Option<Signal> {
+        let all = [
+            signal::SIGINT,
+            signal::SIGTERM,
+            signal::SIGTSTP,
+            signal::SIGCONT,
+        ];
+        signal::wait_timeout(&all, ns).map(|s| match s {
+            signal::SIGINT => Signal::End(Stop::Interrupt),
+            signal::SIGTSTP => Signal::TerminalStop,
+            signal::SIGCONT => Signal::Continued,
+            _ => Signal::End(Stop::Terminate),
+        })
+    }
+
+    fn stop_process(&self) {
+        signal::stop_self();
+    }
+
+    fn tracer(&self) -> Option<i32> {
+        sandglass_sys::process::tracer_pid()
     }
 
     fn wait_signal(&self, ns: u64) -> Option<Stop> {

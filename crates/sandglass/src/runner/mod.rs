@@ -233,6 +233,10 @@ pub struct Measured {
     pub reports: Vec<ThreadReport>,
     pub state: RunState,
     pub end_detail: String,
+    /// The signal that ended the run (SIGINT, SIGTERM), when one did.
+    pub signal: Option<host::Stop>,
+    /// Stops of the process while it measured (Ctrl-Z, SIGSTOP, a debugger).
+    pub stops: Vec<crate::stops::ProcessStop>,
     pub warnings: Vec<Warning>,
     pub pm_qos_us: Option<u32>,
     pub memory_locked: bool,
@@ -884,6 +888,10 @@ mod extras {
 pub(crate) struct Supervised {
     /// The run time the loop reached.
     elapsed_ns: u64,
+    /// The signal that ended the run, when one did.
+    signal: Option<host::Stop>,
+    /// Stops of the process while it measured.
+    stops: Vec<crate::stops::ProcessStop>,
     state: RunState,
     end_detail: String,
     timebase: Timebase,
@@ -903,6 +911,8 @@ pub(crate) struct Collected {
     reports: Vec<ThreadReport>,
     state: RunState,
     end_detail: String,
+    signal: Option<host::Stop>,
+    stops: Vec<crate::stops::ProcessStop>,
     warnings: Vec<Warning>,
     pm_qos_us: Option<u32>,
     memory_locked: bool,
@@ -931,6 +941,8 @@ impl Collected {
             reports: self.reports,
             state: self.state,
             end_detail: self.end_detail,
+            signal: self.signal,
+            stops: self.stops,
             warnings,
             pm_qos_us: self.pm_qos_us,
             memory_locked: self.memory_locked,
@@ -997,10 +1009,12 @@ fn collect<H: Host, S: Sink>(
     }
     let mut state = sup.state;
     let mut end_detail = sup.end_detail;
+    let mut signal = sup.signal;
     // A signal that arrived after the loop ends the run as interrupted.
     while let Some(sig) = host.wait_signal(0) {
         if state == RunState::Completed {
             state = RunState::Interrupted;
+            signal = Some(sig);
             end_detail = format!("stopped by {} at the end of the run", sig.name());
         }
     }
@@ -1022,6 +1036,8 @@ fn collect<H: Host, S: Sink>(
         reports,
         state,
         end_detail,
+        signal,
+        stops: sup.stops,
         warnings,
         pm_qos_us: None,
         memory_locked: false,

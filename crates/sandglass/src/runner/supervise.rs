@@ -4,7 +4,7 @@
 //! threads when no CPU is free of them) and report progress.
 
 use super::extras::Extras;
-use super::host::{Host, Stop};
+use super::host::{Host, Signal, Stop};
 use super::threads::Threads;
 use super::{Calibrated, LiveRow, Observer, Prepared, Sink, Supervised, Timebase};
 use crate::causes::explain::SpikeAt;
@@ -44,6 +44,10 @@ struct Loop<'a> {
     /// The largest delay a threshold action fired for.
     fired_ns: u64,
     actions: Vec<std::process::Child>,
+    /// The signal that ended the run, when one did.
+    signal: Option<Stop>,
+    /// Stops of the process (Ctrl-Z, SIGSTOP, a debugger).
+    stops: crate::stops::Tracker,
 }
 
 impl Loop<'_> {
@@ -78,8 +82,10 @@ pub(crate) fn supervise<H: Host, C: Clock + Copy, S: Sink>(
     let before = &cal.before;
     let end_tick = t0 + before.ticks_for_ns(plan.duration_ns.0);
     let grace_ns = 2_000_000_000 + plan.duration_ns.0 / 20;
-    let watchdog_tick = end_tick + before.ticks_for_ns(grace_ns);
-    let abandon_tick = watchdog_tick + before.ticks_for_ns(2_000_000_000);
+    // Both move later by the length of every stop of the process: a run stopped past its end
+    // is not a thread that failed to stop.
+    let mut watchdog_tick = end_tick + before.ticks_for_ns(grace_ns);
+    let mut abandon_tick = watchdog_tick + before.ticks_for_ns(2_000_000_000);
     let mut lp = Loop {
         state: RunState::Completed,
         end_detail: "ran for the whole duration".to_string(),
@@ -90,6 +96,8 @@ pub(crate) fn supervise<H: Host, C: Clock + Copy, S: Sink>(
         store_error: None,
         fired_ns: 0,
         actions: Vec::new(),
+        signal: None,
+        stops: crate::stops::Tracker::default(),
     };
     // The sampler reads /proc on the main thread in every run, `sample_hz` times a second
     // (`--sample-rate 0` turns it off). A snapshot reads files kept open into buffers kept
@@ -135,12 +143,25 @@ pub(crate) fn supervise<H: Host, C: Clock + Copy, S: Sink>(
         if threads.all_finished() {
             break;
         }
-        let sig = extras
-            .early_signal
-            .take()
-            .or_else(|| host.wait_signal(WAKE_NS));
+        let seen = clock.now();
+        let event = match extras.early_signal.take() {
+            Some(sig) => Some(Signal::End(sig)),
+            None => host.wait_event(WAKE_NS),
+        };
         let now = clock.now();
+        if let Some(length) = job_control(host, clock, &mut lp, event, seen, now, obs) {
+            watchdog_tick += length;
+            abandon_tick += length;
+        }
+        let now = clock.now();
+        let sig = match event {
+            Some(Signal::End(sig)) => Some(sig),
+            _ => None,
+        };
         if let Some(sig) = sig {
+            if lp.stop_since.is_none() {
+                lp.signal = Some(sig);
+            }
             let detail = format!(
                 "stopped by {} after {}",
                 sig.name(),
@@ -208,6 +229,18 @@ pub(crate) fn supervise<H: Host, C: Clock + Copy, S: Sink>(
             obs.live(Nanos(elapsed_ns), &live_rows(threads, &progress_refs));
         }
     }
+    // A stop in the run's last moments: its SIGCONT came after the threads had finished.
+    while let Some(event) = host.wait_event(0) {
+        let now = clock.now();
+        job_control(host, clock, &mut lp, Some(event), now, now, obs);
+        if let Signal::End(sig) = event {
+            if lp.state == RunState::Completed {
+                lp.state = RunState::Interrupted;
+                lp.signal = Some(sig);
+                lp.end_detail = format!("stopped by {} at the end of the run", sig.name());
+            }
+        }
+    }
     // The closing snapshot ends the last interval.
     let digest = sampler.map(|mut s| {
         let at = lp.elapsed_ns(clock.now());
@@ -230,6 +263,8 @@ pub(crate) fn supervise<H: Host, C: Clock + Copy, S: Sink>(
     end_actions(&mut lp, obs);
     Supervised {
         elapsed_ns: lp.elapsed_ns(clock.now()),
+        signal: lp.signal,
+        stops: lp.stops.stops,
         state: lp.state,
         end_detail: lp.end_detail,
         timebase,
@@ -237,6 +272,40 @@ pub(crate) fn supervise<H: Host, C: Clock + Copy, S: Sink>(
         store_error: lp.store_error,
         warnings: lp.warnings,
     }
+}
+
+/// Acts on what the main thread's wait took of job control (see [`crate::stops`]): stops the
+/// process for a SIGTSTP, records each stop and warns of it. `seen` is the counter value
+/// before the wait, `now` after it. Returns a recorded stop's length in counter ticks.
+fn job_control<H: Host, C: Clock + Copy>(
+    host: &H,
+    clock: C,
+    lp: &mut Loop<'_>,
+    event: Option<Signal>,
+    seen: u64,
+    now: u64,
+    obs: &mut dyn Observer,
+) -> Option<u64> {
+    let (at, before) = (lp.elapsed_ns(now), lp.elapsed_ns(seen));
+    let stop = match event {
+        Some(Signal::TerminalStop) => {
+            host.stop_process();
+            // The process runs again.
+            let to = lp.elapsed_ns(clock.now());
+            Some(lp.stops.terminal_stop(at, to))
+        }
+        Some(Signal::Continued) => lp.stops.continued(at, before, WAKE_NS),
+        Some(Signal::End(_)) => {
+            lp.stops.waited(before, at);
+            None
+        }
+        None => lp.stops.woke(at, before, WAKE_NS, || host.tracer()),
+    }?
+    .clone();
+    let w = stop.warning();
+    obs.warning(&w);
+    lp.warnings.push(w);
+    Some(lp.cal.before.ticks_for_ns(stop.length_ns()))
 }
 
 fn live_rows<H: Host>(

@@ -23,6 +23,10 @@ struct Fail {
     tracing: bool,
     /// A SIGINT this long after the signals were blocked.
     interrupt_after: Option<Duration>,
+    /// A stop of the process this long after the signals were blocked: by SIGTSTP when `true`
+    /// (the wait takes it, and the stop happens in `stop_process`), else by SIGSTOP (the stop
+    /// happens inside the wait, which then takes SIGCONT); it lasts the second duration.
+    stop: Option<(Duration, Duration, bool)>,
 }
 
 #[derive(Clone, Default)]
@@ -31,6 +35,8 @@ struct Mock {
     fail: Fail,
     blocked_at: Arc<Mutex<Option<Instant>>>,
     interrupted: Arc<Mutex<bool>>,
+    /// 0: not stopped yet; 1: stopped, SIGCONT to come; 2: done.
+    stop_phase: Arc<Mutex<u8>>,
 }
 
 impl Mock {
@@ -107,6 +113,38 @@ impl Host for Mock {
         }
         std::thread::sleep(Duration::from_nanos(ns.min(5_000_000)));
         None
+    }
+    fn wait_event(&self, ns: u64) -> Option<host::Signal> {
+        if let (Some((after, length, tstp)), Ok(b), Ok(mut phase)) = (
+            self.fail.stop,
+            self.blocked_at.lock(),
+            self.stop_phase.lock(),
+        ) {
+            match *phase {
+                0 if b.is_some_and(|t| t.elapsed() >= after) => {
+                    if tstp {
+                        *phase = 1;
+                        return Some(host::Signal::TerminalStop);
+                    }
+                    *phase = 2;
+                    self.note("stopped");
+                    std::thread::sleep(length);
+                    return Some(host::Signal::Continued);
+                }
+                1 => {
+                    *phase = 2;
+                    return Some(host::Signal::Continued);
+                }
+                _ => {}
+            }
+        }
+        self.wait_signal(ns).map(host::Signal::End)
+    }
+    fn stop_process(&self) {
+        self.note("stopped");
+        if let Some((_, length, _)) = self.fail.stop {
+            std::thread::sleep(length);
+        }
     }
     fn hold_pm_qos(&self, _us: u32) -> Result<(), host::HostError> {
         self.note("pm_qos held");
@@ -505,6 +543,7 @@ fn a_signal_stops_the_run_and_keeps_what_was_measured() {
     );
     let (m, sink) = r.expect("run");
     assert_eq!(m.state, RunState::Interrupted);
+    assert_eq!(m.signal, Some(Stop::Interrupt));
     assert!(m.end_detail.contains("SIGINT"), "{}", m.end_detail);
     assert!(
         sink.releases > 0 && sink.releases < 5_000,
@@ -512,6 +551,50 @@ fn a_signal_stops_the_run_and_keeps_what_was_measured() {
         sink.releases
     );
     assert_restored(&mock.log());
+}
+
+/// Ctrl-Z and SIGSTOP: each stop is recorded with its length, announced by a warning, and
+/// moves the watchdog later, so that a run stopped past its end completes as any other.
+#[test]
+fn a_stop_of_the_process_is_recorded_and_does_not_wake_the_watchdog() {
+    for tstp in [true, false] {
+        let mock = Mock::failing(Fail {
+            stop: Some((
+                Duration::from_millis(500),
+                Duration::from_millis(2_600),
+                tstp,
+            )),
+            ..Fail::default()
+        });
+        let (r, _tmp) = run_with(
+            &mock,
+            &timer_plan(1, 800),
+            Faults::default(),
+            Counting::default(),
+        );
+        let (m, _) = r.expect("run");
+        assert_eq!(m.state, RunState::Completed, "{tstp}: {}", m.end_detail);
+        assert_eq!(m.signal, None);
+        assert_eq!(m.stops.len(), 1, "{tstp}");
+        let s = &m.stops[0];
+        let by = if tstp {
+            crate::stops::StoppedBy::Sigtstp
+        } else {
+            crate::stops::StoppedBy::Sigstop
+        };
+        assert_eq!(s.by, by);
+        assert!(
+            s.from_ns > 0 && (2_600_000_000..3_600_000_000).contains(&s.length_ns()),
+            "{tstp}: {s:?}"
+        );
+        assert_eq!(s.from_uncertainty_ns == 0, tstp, "{s:?}");
+        assert!(m
+            .warnings
+            .iter()
+            .any(|w| w.kind == WarningKind::ProcessStopped && w.message.contains("stopped by")));
+        assert!(mock.log().contains(&"stopped".to_string()));
+        assert_restored(&mock.log());
+    }
 }
 
 #[test]
