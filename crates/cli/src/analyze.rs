@@ -17,6 +17,38 @@ use sandglass_report::analysis as render;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+/// The version of every `analyze KIND --json` output: its `schema` is
+/// `sandglass-analyze-KIND/` and this number (docs/json.md).
+pub const JSON_VERSION: u32 = 1;
+
+/// An analysis's JSON: its version, then the analysis's own fields.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub struct Analysis<T> {
+    /// `sandglass-analyze-KIND/1`, such as `sandglass-analyze-rta/1`.
+    pub schema: String,
+    #[serde(flatten)]
+    pub result: T,
+}
+
+/// An analysis that answers with a list: one row per case.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub struct Rows<T> {
+    pub rows: Vec<T>,
+}
+
+/// `analyze ttest --json`: the test's figures first, then the whole test and, for two
+/// independent samples, the Mann-Whitney U test beside it.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub struct Ttest {
+    pub t: f64,
+    pub df: f64,
+    pub p: f64,
+    pub ci_low: f64,
+    pub ci_high: f64,
+    pub test: significance::TTest,
+    pub mann_whitney: Option<significance::MannWhitney>,
+}
+
 /// Options of `sandglass analyze`.
 #[derive(Args)]
 pub struct AnalyzeArgs {
@@ -253,14 +285,19 @@ fn read_file(path: &Path) -> Result<String, Failure> {
         .map_err(|e| Failure::usage(format!("{}: cannot read: {e}", path.display())))
 }
 
-/// Writes `text` output or prints `value` as JSON.
+/// Writes `text` output, or prints `value` as the JSON of analysis `kind` (`rta`), with its
+/// `schema`.
 fn emit<T: serde::Serialize>(
     json: bool,
+    kind: &str,
     value: &T,
     text: impl FnOnce(&mut dyn Write) -> io::Result<()>,
 ) -> Result<u8, Failure> {
     if json {
-        print_json(value)?;
+        print_json(&Analysis {
+            schema: format!("sandglass-analyze-{kind}/{JSON_VERSION}"),
+            result: value,
+        })?;
     } else {
         let stdout = io::stdout();
         let mut out = io::BufWriter::new(stdout.lock());
@@ -352,7 +389,7 @@ pub fn analyze(a: &AnalyzeArgs) -> Result<u8, Failure> {
             };
             let r = rta::analyze(&tasks, p)
                 .map_err(|e| Failure::usage(format!("{}: {e}", s.file.display())))?;
-            emit(s.json, &r, |w| {
+            emit(s.json, "rta", &r, |w| {
                 for n in &notes {
                     writeln!(w, "input: {n}")?;
                 }
@@ -366,7 +403,7 @@ pub fn analyze(a: &AnalyzeArgs) -> Result<u8, Failure> {
             let (tasks, notes) = task_set(s)?;
             let r = edf::analyze(&tasks)
                 .map_err(|e| Failure::usage(format!("{}: {e}", s.file.display())))?;
-            emit(s.json, &r, |w| {
+            emit(s.json, "edf", &r, |w| {
                 for n in &notes {
                     writeln!(w, "input: {n}")?;
                 }
@@ -385,7 +422,7 @@ pub fn analyze(a: &AnalyzeArgs) -> Result<u8, Failure> {
                 ..admission::AdmissionConfig::default()
             };
             let r = admission::admit(&tasks, &config).map_err(|e| Failure::usage(e.to_string()))?;
-            emit(s.json, &r, |w| render::write_admission(w, &r))
+            emit(s.json, "admission", &r, |w| render::write_admission(w, &r))
         }
         Kind::Mttf(s) => mttf_cmd(s),
         Kind::WorstCase(s) => worst_case_cmd(s),
@@ -395,7 +432,7 @@ pub fn analyze(a: &AnalyzeArgs) -> Result<u8, Failure> {
                 .map_err(|e| Failure::usage(e.to_string()))?;
             let f = fit::fit_cost(&points)
                 .map_err(|e| Failure::usage(format!("{}: {e}", s.file.display())))?;
-            emit(s.json, &f, |w| render::write_fit(w, &f, &points))
+            emit(s.json, "fit", &f, |w| render::write_fit(w, &f, &points))
         }
         Kind::TwoRate(s) => {
             if s.rate.len() != 2 {
@@ -409,7 +446,7 @@ pub fn analyze(a: &AnalyzeArgs) -> Result<u8, Failure> {
             };
             let r = two_rate::solve(parse(&s.rate[0])?, parse(&s.rate[1])?)
                 .map_err(|e| Failure::usage(e.to_string()))?;
-            emit(s.json, &r, |w| render::write_two_rate(w, &r))
+            emit(s.json, "two-rate", &r, |w| render::write_two_rate(w, &r))
         }
         Kind::SwitchCost(s) => {
             let trial = switch_cost::SwitchTrial {
@@ -420,7 +457,9 @@ pub fn analyze(a: &AnalyzeArgs) -> Result<u8, Failure> {
             };
             let c =
                 switch_cost::indirect_cost(&trial).map_err(|e| Failure::usage(e.to_string()))?;
-            emit(s.json, &c, |w| render::write_switch_cost(w, &trial, &c))
+            emit(s.json, "switch-cost", &c, |w| {
+                render::write_switch_cost(w, &trial, &c)
+            })
         }
         Kind::Ctxsw(s) => ctxsw_cmd(s),
         Kind::CacheCost(s) => cache_cost_cmd(s),
@@ -444,11 +483,16 @@ pub fn analyze(a: &AnalyzeArgs) -> Result<u8, Failure> {
                         .map_err(|e| Failure::usage(e.to_string()))?,
                 )
             };
-            let value = serde_json::json!({
-                "t": t.t, "df": t.df, "p": t.p, "ci_low": t.ci_low, "ci_high": t.ci_high,
-                "test": t, "mann_whitney": mw,
-            });
-            emit(s.json, &value, |w| {
+            let value = Ttest {
+                t: t.t,
+                df: t.df,
+                p: t.p,
+                ci_low: t.ci_low,
+                ci_high: t.ci_high,
+                test: t.clone(),
+                mann_whitney: mw.clone(),
+            };
+            emit(s.json, "ttest", &value, |w| {
                 render::write_ttest(w, &t)?;
                 if let Some(m) = &mw {
                     render::write_mann_whitney(w, m)?;
@@ -488,11 +532,12 @@ fn mttf_cmd(s: &MttfArgs) -> Result<u8, Failure> {
         };
         let rows = mttf::least_buffering(&counts, compute, &exceed, target_s)
             .map_err(|e| Failure::usage(e.to_string()))?;
-        return emit(s.json, &rows, |w| {
+        let rows = Rows { rows };
+        return emit(s.json, "mttf-target", &rows, |w| {
             if let Some(src) = &source {
                 writeln!(w, "latency: {src}")?;
             }
-            render::write_least_buffering(w, &rows, target_s)
+            render::write_least_buffering(w, &rows.rows, target_s)
         });
     }
     if s.grid {
@@ -509,11 +554,12 @@ fn mttf_cmd(s: &MttfArgs) -> Result<u8, Failure> {
         };
         let rows = mttf::grid(&sizes, &counts, compute, &exceed)
             .map_err(|e| Failure::usage(e.to_string()))?;
-        return emit(s.json, &rows, |w| {
+        let rows = Rows { rows };
+        return emit(s.json, "mttf-grid", &rows, |w| {
             if let Some(src) = &source {
                 writeln!(w, "latency: {src}")?;
             }
-            render::write_mttf_grid(w, &rows)
+            render::write_mttf_grid(w, &rows.rows)
         });
     }
     let buffer = time_arg(
@@ -527,7 +573,7 @@ fn mttf_cmd(s: &MttfArgs) -> Result<u8, Failure> {
         .ok_or_else(|| Failure::usage("give --buffers n (or --grid or --target)"))?;
     let r =
         mttf::mttf(buffer, buffers, compute, &exceed).map_err(|e| Failure::usage(e.to_string()))?;
-    emit(s.json, &r, |w| {
+    emit(s.json, "mttf", &r, |w| {
         if let Some(src) = &source {
             writeln!(w, "latency: {src}")?;
         }
@@ -578,7 +624,7 @@ fn worst_case_cmd(s: &WorstCaseArgs) -> Result<u8, Failure> {
         .to_vec(),
     };
     let r = worst_case::analyze(&d, &config).map_err(|e| Failure::usage(e.to_string()))?;
-    emit(s.json, &r, |w| {
+    emit(s.json, "worst-case", &r, |w| {
         writeln!(w, "latency: {source}, {rate:.1} samples per second")?;
         render::write_worst_case(w, &r)
     })
@@ -611,7 +657,8 @@ fn cache_cost_cmd(s: &CacheCostArgs) -> Result<u8, Failure> {
             s.threads
         );
     })?;
-    emit(s.json, &rows, |w| {
+    let rows = Rows { rows };
+    emit(s.json, "cache-cost", &rows, |w| {
         writeln!(
             w,
             "indirect context-switch cost (Hourglass §5.2): one CPU_SCAN thread against {}, {} per run, {} trials per size",
@@ -619,7 +666,7 @@ fn cache_cost_cmd(s: &CacheCostArgs) -> Result<u8, Failure> {
             Nanos(config.duration_ns.0),
             s.reps
         )?;
-        for r in &rows {
+        for r in &rows.rows {
             write!(w, "{:>6} KiB: ", r.size_kb)?;
             match (&r.summary, &r.error) {
                 (Some(sum), _) => render::write_switch_cost_summary(w, sum)?,
@@ -675,7 +722,7 @@ fn ctxsw_cmd(s: &CtxswArgs) -> Result<u8, Failure> {
         })
         .map_err(|e| Failure::usage(e.to_string()))?;
     let sw = inference.switches();
-    emit(s.json, &sw, |w| {
+    emit(s.json, "ctxsw", &sw, |w| {
         writeln!(
             w,
             "context switches in {}: {} ({} voluntary, {} involuntary)",

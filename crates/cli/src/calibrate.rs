@@ -18,6 +18,42 @@ pub struct CalibrateArgs {
     pub json: bool,
 }
 
+/// The `schema` of `calibrate --json` (docs/json.md).
+pub const JSON_SCHEMA: &str = "sandglass-calibrate/1";
+
+/// `calibrate --json`: the counter, its calibration, each timing loop's figures and the gap
+/// threshold they give.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub struct CalibrateOutput {
+    /// `sandglass-calibrate/1`.
+    pub schema: &'static str,
+    /// The CPU the loops ran on.
+    pub cpu: usize,
+    pub counter: sandglass::clock::CounterInfo,
+    pub calibration: sandglass::clock::Calibration,
+    pub loops: Vec<LoopOutput>,
+    /// The gap threshold the polling loop's figures give, as a measuring command would choose it.
+    pub gap_threshold: Option<sandglass::engine::calibrate::GapChoice>,
+}
+
+/// One timing loop.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub struct LoopOutput {
+    /// What the loop times, as the table names it.
+    #[serde(rename = "loop")]
+    pub name: String,
+    pub stats: sandglass::engine::calibrate::LoopStats,
+    /// Iterations longer than each threshold.
+    pub above: Vec<Above>,
+}
+
+/// Iterations above a threshold.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub struct Above {
+    pub threshold_ns: u64,
+    pub count: u64,
+}
+
 pub fn calibrate(a: &CalibrateArgs) -> Result<u8, Failure> {
     let d = sandglass::duration::parse(&a.duration)
         .map_err(|e| Failure::usage(format!("--duration {}: {e}", a.duration)))?;
@@ -42,20 +78,29 @@ pub fn calibrate(a: &CalibrateArgs) -> Result<u8, Failure> {
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
     if a.json {
-        let v = serde_json::json!({
-            "cpu": cpu,
-            "counter": counter,
-            "calibration": survey.calibration,
-            "loops": survey.loops.iter().map(|l| serde_json::json!({
-                "loop": l.name,
-                "stats": l.stats,
-                "above_ns": l.above_ns
-                    .iter()
-                    .map(|(ns, c)| (ns.to_string(), serde_json::Value::from(*c)))
-                    .collect::<serde_json::Map<String, serde_json::Value>>(),
-            })).collect::<Vec<_>>(),
-            "gap_threshold": survey.threshold,
-        });
+        let v = CalibrateOutput {
+            schema: JSON_SCHEMA,
+            cpu,
+            counter: counter.clone(),
+            calibration: survey.calibration,
+            loops: survey
+                .loops
+                .iter()
+                .map(|l| LoopOutput {
+                    name: l.name.clone(),
+                    stats: l.stats.clone(),
+                    above: l
+                        .above_ns
+                        .iter()
+                        .map(|&(threshold_ns, count)| Above {
+                            threshold_ns,
+                            count,
+                        })
+                        .collect(),
+                })
+                .collect(),
+            gap_threshold: survey.threshold.clone(),
+        };
         serde_json::to_writer_pretty(&mut out, &v).map_err(|e| Failure::runtime(e.to_string()))?;
         writeln!(out).context("writing the output")?;
     } else {

@@ -17,8 +17,16 @@ fn is_quiet(arg: &str) -> bool {
     arg == "-q" || arg == "--quiet"
 }
 
+/// sandglass's own option beside the paper's: measure CPUs another sandglass is measuring.
+const SHARED_CPUS: &str = "--shared-cpus";
+
 pub fn hourglass(args: &[String]) -> Result<u8, Failure> {
-    let args: Vec<String> = args.iter().filter(|a| !is_quiet(a)).cloned().collect();
+    let shared = args.iter().any(|a| a == SHARED_CPUS);
+    let args: Vec<String> = args
+        .iter()
+        .filter(|a| !is_quiet(a) && *a != SHARED_CPUS)
+        .cloned()
+        .collect();
     let spec = match cmdline::parse(&args) {
         Ok(HgCommand::Help) => {
             print!("{}", cmdline::HELP);
@@ -28,7 +36,9 @@ pub fn hourglass(args: &[String]) -> Result<u8, Failure> {
         Err(e) => return Err(Failure::usage(e.to_string())),
     };
     let mut console = Console::new();
-    let result = run::run(&spec, &context(), &mut console);
+    let mut ctx = context();
+    ctx.shared_cpus = Some(shared);
+    let result = run::run(&spec, &ctx, &mut console);
     console.clear();
     let result = result?;
     crate::common::register(std::path::Path::new(&result.run.run_dir));

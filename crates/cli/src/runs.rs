@@ -7,7 +7,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use sandglass::catalog::{self, Catalog, CatalogError, Entry, Filter};
 use sandglass::store::{self, RunReader};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -296,6 +296,42 @@ pub struct RunList {
     pub runs: Vec<Entry>,
 }
 
+/// The `schema` of `runs show --json`.
+pub const SHOW_SCHEMA: &str = "sandglass-runs-show/1";
+/// The `schema` of `runs rebuild --json`.
+pub const REBUILD_SCHEMA: &str = "sandglass-runs-rebuild/1";
+
+/// `sandglass runs show ID --json`: the catalog's row, the manifest's essentials, each listed
+/// file checked against its checksum, and a study's cells.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub struct RunShow {
+    /// [`SHOW_SCHEMA`].
+    pub schema: &'static str,
+    pub run: Entry,
+    /// Null for a study, and for a run whose manifest cannot be read.
+    pub manifest: Option<ManifestBrief>,
+    /// Every file the manifest lists, checked (empty for a study).
+    pub files: Vec<catalog::FileStatus>,
+    /// A study's cells, as catalogued (empty for a run).
+    pub cells: Vec<Entry>,
+    /// Every listed file is present and matches its checksum.
+    pub intact: bool,
+    /// What is wrong, and what to do, when the run is not intact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+}
+
+/// What `runs show` gives of a run's manifest.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub struct ManifestBrief {
+    /// The run format's version.
+    pub schema_version: u32,
+    pub tool: store::Tool,
+    pub end_detail: Option<String>,
+    /// The warnings' messages.
+    pub warnings: Vec<String>,
+}
+
 impl Default for RunList {
     fn default() -> RunList {
         RunList {
@@ -381,20 +417,23 @@ fn show(id: &str, as_json: bool) -> Result<u8, Failure> {
         Vec::new()
     };
     let (files, manifest, problem) = if e.kind == catalog::STUDY_KIND {
-        (Vec::new(), Value::Null, None)
+        (Vec::new(), None, None)
     } else {
         match catalog::check_files(&e.path) {
             Ok(files) => {
                 let m = RunReader::open_any_state(&e.path)
-                    .map(|r| {
-                        json!({
-                            "schema_version": r.manifest.schema_version,
-                            "tool": r.manifest.tool,
-                            "end_detail": r.manifest.end_detail,
-                            "warnings": r.manifest.warnings.iter().map(|w| w.message.clone()).collect::<Vec<_>>(),
-                        })
+                    .map(|r| ManifestBrief {
+                        schema_version: r.manifest.schema_version,
+                        tool: r.manifest.tool.clone(),
+                        end_detail: r.manifest.end_detail.clone(),
+                        warnings: r
+                            .manifest
+                            .warnings
+                            .iter()
+                            .map(|w| w.message.clone())
+                            .collect(),
                     })
-                    .unwrap_or(Value::Null);
+                    .ok();
                 let problem = files.iter().find(|f| !f.ok).map(|f| {
                     format!(
                         "{}: {}; the run directory is damaged (restore the file from a copy, or remove the run with 'sandglass runs rm {}')",
@@ -405,17 +444,19 @@ fn show(id: &str, as_json: bool) -> Result<u8, Failure> {
                 });
                 (files, m, problem)
             }
-            Err(err) => (Vec::new(), Value::Null, Some(err.to_string())),
+            Err(err) => (Vec::new(), None, Some(err.to_string())),
         }
     };
     if as_json {
-        print_json(&json!({
-            "run": e,
-            "manifest": manifest,
-            "files": files,
-            "cells": cells,
-            "intact": problem.is_none(),
-        }))?;
+        print_json(&RunShow {
+            schema: SHOW_SCHEMA,
+            run: e.clone(),
+            manifest,
+            files: files.clone(),
+            cells: cells.clone(),
+            intact: problem.is_none(),
+            problem: problem.clone(),
+        })?;
     } else {
         let mut t = String::new();
         let what = if e.kind == catalog::STUDY_KIND {
@@ -444,17 +485,14 @@ fn show(id: &str, as_json: bool) -> Result<u8, Failure> {
         if let Some(s) = &e.study {
             rows.push(vec!["  study".into(), s.clone()]);
         }
-        if let Some(d) = manifest["end_detail"].as_str() {
+        if let Some(d) = manifest.as_ref().and_then(|m| m.end_detail.as_deref()) {
             rows.push(vec!["  ended by".into(), d.to_string()]);
         }
         if !e.figures.is_empty() {
             rows.push(vec!["  figures".into(), figures_text(&e)]);
         }
-        for w in manifest["warnings"].as_array().into_iter().flatten() {
-            rows.push(vec![
-                "  warning".into(),
-                w.as_str().unwrap_or("").to_string(),
-            ]);
+        for w in manifest.iter().flat_map(|m| &m.warnings) {
+            rows.push(vec!["  warning".into(), w.clone()]);
         }
         t += &table(&rows);
         if !files.is_empty() {
@@ -563,7 +601,10 @@ fn rebuild(as_json: bool) -> Result<u8, Failure> {
     crate::common::note_moved_aside(&c);
     let report = c.rebuild(&base).map_err(fail)?;
     if as_json {
-        print_json(&report)?;
+        print_json(&sandglass::result::Versioned {
+            schema: REBUILD_SCHEMA,
+            body: report,
+        })?;
         return Ok(0);
     }
     for s in &report.skipped {

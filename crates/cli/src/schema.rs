@@ -2,7 +2,11 @@
 //! from the Rust types that print it, so that a schema cannot drift from its output. The
 //! committed copies in `docs/schema/` are compared with these in the tests (docs/json.md).
 
+use crate::analyze::{Analysis, Rows, Ttest};
 use crate::common::{print_json, Failure};
+use sandglass::analysis::{
+    admission, edf, fit, mttf, rta, switch_cost, trace, two_rate, worst_case,
+};
 use sandglass::microbench::{self, BENCH_JSON_VERSION};
 use sandglass::result::Versioned;
 use schemars::{generate::SchemaSettings, JsonSchema};
@@ -156,7 +160,106 @@ pub fn outputs() -> Vec<Output> {
             "sysinfo --json",
             of::<Versioned<sandglass::system::SystemSnapshot>>,
         ),
+        fixed(
+            "study-record",
+            sandglass::study::run::RECORD_SCHEMA,
+            "a study's study.json (the record in study --json)",
+            of::<sandglass::study::run::StudyRecord>,
+        ),
+        fixed(
+            "calibrate",
+            crate::calibrate::JSON_SCHEMA,
+            "calibrate --json",
+            of::<crate::calibrate::CalibrateOutput>,
+        ),
+        fixed(
+            "runs-show",
+            crate::runs::SHOW_SCHEMA,
+            "runs show ID --json",
+            of::<crate::runs::RunShow>,
+        ),
+        fixed(
+            "runs-rebuild",
+            crate::runs::REBUILD_SCHEMA,
+            "runs rebuild --json",
+            of::<Versioned<sandglass::catalog::RebuildReport>>,
+        ),
+        analyze(
+            "analyze-rta",
+            "analyze rta --json",
+            of::<Analysis<rta::RtaReport>>,
+        ),
+        analyze(
+            "analyze-edf",
+            "analyze edf --json",
+            of::<Analysis<edf::EdfReport>>,
+        ),
+        analyze(
+            "analyze-admission",
+            "analyze admission --json",
+            of::<Analysis<admission::AdmissionReport>>,
+        ),
+        analyze(
+            "analyze-mttf",
+            "analyze mttf --buffer T --buffers N --json",
+            of::<Analysis<mttf::MttfResult>>,
+        ),
+        analyze(
+            "analyze-mttf-grid",
+            "analyze mttf --grid --json",
+            of::<Analysis<Rows<mttf::MttfResult>>>,
+        ),
+        analyze(
+            "analyze-mttf-target",
+            "analyze mttf --target T --json",
+            of::<Analysis<Rows<mttf::LeastBuffering>>>,
+        ),
+        analyze(
+            "analyze-worst-case",
+            "analyze worst-case --json",
+            of::<Analysis<worst_case::WorstCaseReport>>,
+        ),
+        analyze(
+            "analyze-fit",
+            "analyze fit --json",
+            of::<Analysis<fit::CostFit>>,
+        ),
+        analyze(
+            "analyze-two-rate",
+            "analyze two-rate --json",
+            of::<Analysis<two_rate::TwoRate>>,
+        ),
+        analyze(
+            "analyze-switch-cost",
+            "analyze switch-cost --json",
+            of::<Analysis<switch_cost::SwitchCost>>,
+        ),
+        analyze(
+            "analyze-ctxsw",
+            "analyze ctxsw --json",
+            of::<Analysis<trace::Switches>>,
+        ),
+        analyze(
+            "analyze-cache-cost",
+            "analyze cache-cost --json",
+            of::<Analysis<Rows<sandglass::experiments::CacheCostRow>>>,
+        ),
+        analyze(
+            "analyze-ttest",
+            "analyze ttest --json",
+            of::<Analysis<Ttest>>,
+        ),
     ]
+}
+
+/// An `analyze KIND --json` output (its kind is `analyze-KIND`).
+fn analyze(kind: &'static str, commands: &'static str, generate: fn() -> Value) -> Output {
+    Output {
+        kind,
+        version: format!("sandglass-{kind}/{}", crate::analyze::JSON_VERSION),
+        commands,
+        generate,
+    }
 }
 
 /// `sandglass schema KIND`.

@@ -40,6 +40,10 @@ pub struct StudyArgs {
     /// Print one JSON object (the study's state and tables) instead of the tables
     #[arg(long)]
     pub json: bool,
+    /// Measure CPUs another sandglass is measuring (each counts the other as noise; every
+    /// cell records it with a warning) instead of failing the cells that would
+    #[arg(long)]
+    pub shared_cpus: bool,
     #[command(flatten)]
     pub quiet: crate::common::QuietFlag,
 }
@@ -56,6 +60,10 @@ pub struct QuickArgs {
     /// Print one JSON object instead of the tables
     #[arg(long)]
     pub json: bool,
+    /// Measure CPUs another sandglass is measuring (each counts the other as noise; every
+    /// cell records it with a warning) instead of failing the cells that would
+    #[arg(long)]
+    pub shared_cpus: bool,
     #[command(flatten)]
     pub quiet: crate::common::QuietFlag,
 }
@@ -71,6 +79,7 @@ pub fn quick(a: &QuickArgs) -> Result<u8, Failure> {
         print: false,
         dry_run: false,
         json: a.json,
+        shared_cpus: a.shared_cpus,
         quiet: a.quiet,
     })
 }
@@ -192,7 +201,8 @@ pub fn study(a: &StudyArgs) -> Result<u8, Failure> {
         return Ok(0);
     }
     let scale = a.duration_scale.as_deref().map(scale_arg).transpose()?;
-    let ctx = context();
+    let mut ctx = context();
+    ctx.shared_cpus = Some(a.shared_cpus);
     let mut console = StudyConsole {
         console: Console::with_live_rows("wakeups"),
     };

@@ -67,7 +67,7 @@ fn shared_cpus_measure_with_a_warning_and_a_killed_run_frees_its_cpu_at_once() {
         let mut c = sandglass(
             runtime.path(),
             runs.path(),
-            &["noise", "-c", "0", "-d", "30s"],
+            &["noise", "-c", "0,1", "-d", "60s"],
         )
         .stderr(Stdio::null())
         .spawn()
@@ -96,6 +96,26 @@ fn shared_cpus_measure_with_a_warning_and_a_killed_run_frees_its_cpu_at_once() {
         err.contains(&format!("CPU 0 by pid {}", first.id())),
         "{err}"
     );
+    // Hourglass and a study take the option too; without it, they refuse or fail the cell.
+    let hourglass = ["hourglass", "-n", "1", "-d", "200ms", "-x"];
+    let refused = sandglass(runtime.path(), runs.path(), &hourglass)
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    for args in [
+        [&hourglass[..], &["--shared-cpus"]].concat(),
+        vec!["quick", "--duration-scale", "0.02", "--shared-cpus"],
+    ] {
+        let out = sandglass(runtime.path(), runs.path(), &args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("by pid {}", first.id())),
+            "{args:?}: {err}"
+        );
+    }
     first.kill().unwrap();
     first.wait().unwrap();
     let next = sandglass(

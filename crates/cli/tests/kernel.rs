@@ -1236,7 +1236,8 @@ fn cache_cost_experiment_runs() {
         String::from_utf8_lossy(&out.stderr)
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let rows = v.as_array().unwrap();
+    assert_eq!(v["schema"], "sandglass-analyze-cache-cost/1");
+    let rows = v["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 2);
     for r in rows {
         let trials = r["trials"].as_array().unwrap();

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Every versioned output, as `sandglass schema` names them.
-const KINDS: [&str; 14] = [
+const KINDS: [&str; 31] = [
     "timer",
     "noise",
     "hourglass",
@@ -32,6 +32,23 @@ const KINDS: [&str; 14] = [
     "compare",
     "runs",
     "sysinfo",
+    "study-record",
+    "calibrate",
+    "runs-show",
+    "runs-rebuild",
+    "analyze-rta",
+    "analyze-edf",
+    "analyze-admission",
+    "analyze-mttf",
+    "analyze-mttf-grid",
+    "analyze-mttf-target",
+    "analyze-worst-case",
+    "analyze-fit",
+    "analyze-two-rate",
+    "analyze-switch-cost",
+    "analyze-ctxsw",
+    "analyze-cache-cost",
+    "analyze-ttest",
 ];
 
 fn schema_dir() -> PathBuf {
@@ -422,6 +439,152 @@ fn bench_and_runs_json_match_their_schemas() {
     let v = json_in(d, &["runs", "list", "--json"]);
     assert_eq!(v["runs"].as_array().unwrap().len(), 6, "{v:#}");
     check("runs", &v, &["/runs/0/figures"]);
+    let id = v["runs"][0]["id"].as_str().unwrap();
+    let v = json_in(d, &["runs", "show", id, "--json"]);
+    assert_eq!(v["intact"], true, "{v:#}");
+    check("runs-show", &v, &["/manifest/tool", "/files/0/sha256"]);
+    let v = json_in(d, &["runs", "rebuild", "--json"]);
+    assert_eq!(v["indexed"], 6, "{v:#}");
+    check("runs-rebuild", &v, &["/indexed"]);
+}
+
+#[test]
+fn calibrate_json_matches_its_schema() {
+    let _g = lock();
+    let v = json_of(&["calibrate", "-d", "100ms", "--json"]);
+    check(
+        "calibrate",
+        &v,
+        &["/counter/kind", "/loops/0/stats", "/loops/0/above/0/count"],
+    );
+}
+
+/// Every `analyze` output, on the example files, numbers written here, a short timer run and a
+/// short Hourglass run (neither needs root).
+#[test]
+fn analyze_json_matches_its_schemas() {
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let tasks = examples.join("tasks.toml").display().to_string();
+    let reservations = examples.join("reservations.toml").display().to_string();
+    std::fs::write(d.join("fit.txt"), "1024 2.1us\n4096 4.0us\n16384 11.9us\n").unwrap();
+    std::fs::write(d.join("a.txt"), "10 11 12 13 12 11 10 12\n").unwrap();
+    std::fs::write(d.join("b.txt"), "14 15 13 16 15 14 15 16\n").unwrap();
+    json_in(
+        d,
+        &["timer", "-c", "0", "-d", "2s", "-o", "timer", "--json"],
+    );
+    let hourglass = Command::cargo_bin("sandglass")
+        .unwrap()
+        .args(["hourglass", "-n", "2", "-d", "1s", "-x", "-o", "hg"])
+        .env("SANDGLASS_RUNS_DIR", d)
+        .current_dir(d)
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert!(hourglass.status.success());
+    let cases: Vec<(&str, Vec<&str>, &[&str])> = vec![
+        (
+            "analyze-rta",
+            vec!["rta", &tasks],
+            &["/tasks/0/response_time_ns"],
+        ),
+        ("analyze-edf", vec!["edf", &tasks], &["/tasks/0/name"]),
+        (
+            "analyze-admission",
+            vec!["admission", &reservations, "--cpus", "2"],
+            &[],
+        ),
+        (
+            "analyze-mttf",
+            vec![
+                "mttf",
+                "--run",
+                "timer",
+                "--buffer",
+                "2ms",
+                "--buffers",
+                "3",
+                "--compute",
+                "1ms",
+            ],
+            &[],
+        ),
+        (
+            "analyze-mttf-grid",
+            vec!["mttf", "--run", "timer", "--grid", "--compute", "1ms"],
+            &["/rows/0/buffers"],
+        ),
+        (
+            "analyze-mttf-target",
+            vec![
+                "mttf",
+                "--run",
+                "timer",
+                "--target",
+                "1h",
+                "--compute",
+                "1ms",
+            ],
+            &[],
+        ),
+        (
+            "analyze-worst-case",
+            vec!["worst-case", "--run", "timer"],
+            &[],
+        ),
+        ("analyze-fit", vec!["fit", "fit.txt"], &[]),
+        (
+            "analyze-two-rate",
+            vec!["two-rate", "--rate", "100:1530", "--rate", "2000:1333.6"],
+            &[],
+        ),
+        (
+            "analyze-switch-cost",
+            vec![
+                "switch-cost",
+                "--work-one",
+                "1000000",
+                "--work-many",
+                "900000",
+                "--duration",
+                "1s",
+                "--switches",
+                "10000",
+            ],
+            &[],
+        ),
+        ("analyze-ctxsw", vec!["ctxsw", "hg"], &[]),
+        (
+            "analyze-cache-cost",
+            vec![
+                "cache-cost",
+                "--sizes",
+                "4",
+                "--reps",
+                "1",
+                "--duration",
+                "100ms",
+                "--threads",
+                "2",
+            ],
+            &["/rows/0/size_kb"],
+        ),
+        (
+            "analyze-ttest",
+            vec!["ttest", "a.txt", "b.txt"],
+            &["/test/p"],
+        ),
+    ];
+    for (name, args, nested) in cases {
+        let mut all = vec!["analyze"];
+        all.extend(args);
+        all.push("--json");
+        let v = json_in(d, &all);
+        check(name, &v, nested);
+    }
 }
 
 #[test]
@@ -568,7 +731,11 @@ fn study_json_matches_its_schema() {
         return;
     }
     let _g = lock();
-    let v = json_of(&["study", "quick", "--duration-scale", "0.05", "--json"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let v = json_in(
+        tmp.path(),
+        &["study", "quick", "--duration-scale", "0.05", "--json"],
+    );
     assert_eq!(
         v["record"]["source"],
         serde_json::json!({"builtin": "quick"})
@@ -583,4 +750,9 @@ fn study_json_matches_its_schema() {
             "/tables/0/rows",
         ],
     );
+    // The study's own record, study.json.
+    let dir = tmp.path().join(v["dir"].as_str().unwrap());
+    let record: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("study.json")).unwrap()).unwrap();
+    check("study-record", &record, &["/cells/0/state"]);
 }

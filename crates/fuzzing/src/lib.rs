@@ -79,6 +79,11 @@ pub const TARGETS: &[Target] = &[
         run: run_dir,
     },
     Target {
+        name: "parquet_table",
+        what: "damaged Parquet segments of a run's tables (samples, interruptions, timeline)",
+        run: parquet_table,
+    },
+    Target {
         name: "tracefs",
         what: "tracefs event format text, header_page and raw ring-buffer pages",
         run: tracefs,
@@ -309,7 +314,13 @@ pub fn option_value(data: &[u8]) {
 /// every export, the text, Markdown and HTML reports, and a study's state.
 pub fn run_dir(data: &[u8]) {
     let (flags, rest) = select(data);
-    let files = unpack(rest);
+    read_as_run(&unpack(rest), flags & 1 == 1);
+}
+
+/// Writes `files` into a run directory of their own (names that would leave it are skipped),
+/// makes the manifest's sizes and SHA-256 match them with `fix`, and reads it with everything
+/// that reads runs.
+fn read_as_run(files: &[(String, Vec<u8>)], fix: bool) {
     let Ok(tmp) = tempfile::tempdir() else {
         return;
     };
@@ -317,15 +328,44 @@ pub fn run_dir(data: &[u8]) {
     if std::fs::create_dir(&dir).is_err() {
         return;
     }
-    for (name, bytes) in &files {
+    for (name, bytes) in files {
         if safe_name(name) {
             let _ = std::fs::write(dir.join(name), bytes);
         }
     }
-    if flags & 1 == 1 {
+    if fix {
         fix_checksums(&dir);
     }
     read_everything(&dir);
+}
+
+/// A run of format 2 (its tables in Parquet) that [`parquet_table`] damages: a 300 ms timer run
+/// and a 300 ms noise run, packed as [`pack`] does.
+const TABLE_RUNS: [&[u8]; 2] = [
+    include_bytes!("../data/timer-run.pack"),
+    include_bytes!("../data/noise-run.pack"),
+];
+
+/// A damaged Parquet segment in a run that is otherwise intact: the first byte chooses the run
+/// (bit 1: the timer or the noise run), the segment (bit 2: the run's first table, its samples
+/// or interruptions, or its timeline) and whether the manifest's size and SHA-256 are made to
+/// match (bit 0), so that the damage reaches the Parquet reader behind the integrity check; the
+/// rest replaces that segment. Everything that reads runs then reads it, as for [`run_dir`].
+pub fn parquet_table(data: &[u8]) {
+    let (flags, rest) = select(data);
+    let mut files = unpack(TABLE_RUNS[usize::from(flags >> 1 & 1)]);
+    let segment = if flags & 4 == 0 {
+        files
+            .iter()
+            .position(|(n, _)| n.ends_with("-0000.parquet") && !n.starts_with("timeline"))
+    } else {
+        files.iter().position(|(n, _)| n == "timeline-0000.parquet")
+    };
+    let Some(i) = segment else {
+        return;
+    };
+    files[i].1 = rest.to_vec();
+    read_as_run(&files, flags & 1 == 1);
 }
 
 /// A file name that stays inside the directory it is written to.

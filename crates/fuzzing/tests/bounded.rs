@@ -6,7 +6,7 @@
 //! fewest mutations that still fail.
 //!
 //! `SANDGLASS_FUZZ_CASES=N` sets the mutated inputs per target (default 10000; a tenth of that
-//! for `run_dir`, whose inputs are whole directories). The long, coverage-guided run is
+//! for `run_dir` and `parquet_table`, whose inputs are whole directories or read as one). The long, coverage-guided run is
 //! cargo-fuzz's: see `fuzz/README.md`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -226,7 +226,7 @@ fn cases(t: &Target) -> u32 {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(10_000u32);
-    if t.name == "run_dir" {
+    if t.name == "run_dir" || t.name == "parquet_table" {
         (n / 10).max(1)
     } else {
         n
@@ -312,6 +312,7 @@ targets!(
     load_spec,
     option_value,
     run_dir,
+    parquet_table,
     tracefs,
     procfs,
 );

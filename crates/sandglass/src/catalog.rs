@@ -1387,6 +1387,7 @@ mod tests {
             })
             .collect();
         let record = StudyRecord {
+            schema: study_run::RECORD_SCHEMA.to_string(),
             schema_version: study_run::STATE_VERSION,
             kind: "study".into(),
             id: sdir

@@ -1460,7 +1460,7 @@ mod tests {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
         /// A grid of delays of about 1 ms, each within 0.05% of the period of its slot, with up
         /// to 10% of its members removed, among up to three random delays (10 µs to 10 ms) per
-        /// period, is one train with its period within 0.5%.
+        /// period, is one train with its period within 0.5%, reported once.
         #[test]
         fn a_grid_with_few_members_missing_is_one_train(
             period in 20 * MS..2 * S,
@@ -1484,11 +1484,24 @@ mod tests {
             let noise = (slots * noise_per_slot) as usize;
             spikes.extend(random_spikes(noise, first + slots * period + period, seed ^ 0x5eed));
             let trains = find_trains(&spikes, &TrainConfig::default());
-            proptest::prop_assert_eq!(trains.len(), 1, "{:#?}", trains);
-            proptest::prop_assert!(
-                trains[0].period_ns.abs_diff(period) * 200 <= period,
-                "{:?}", trains[0]
-            );
+            // The grid is one train, reported once, with its period within 0.5%.
+            let near = |p: u64, q: u64, share: u64| p.abs_diff(q) * share <= q;
+            let grid_trains: Vec<&Train> =
+                trains.iter().filter(|t| near(t.period_ns, period, 200)).collect();
+            proptest::prop_assert_eq!(grid_trains.len(), 1, "{:#?}", trains);
+            // Nothing else is the grid again, at a multiple or a fraction of its period. The
+            // random delays may, rarely, line up into a train of their own: the detector
+            // accepts an expected 0.01 chance trains per run (`max_false`), so one such train,
+            // and only one, is allowed.
+            let others: Vec<&Train> =
+                trains.iter().filter(|t| !near(t.period_ns, period, 200)).collect();
+            for t in &others {
+                let harmonic = (2..=10u64)
+                    .any(|k| near(t.period_ns, period * k, 100) || near(t.period_ns * k, period, 100));
+                proptest::prop_assert!(!harmonic, "{:#?}", trains);
+                proptest::prop_assert!(t.chance <= TrainConfig::default().max_false, "{:#?}", t);
+            }
+            proptest::prop_assert!(others.len() <= 1, "{:#?}", trains);
         }
     }
 }

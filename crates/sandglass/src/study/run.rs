@@ -118,6 +118,11 @@ impl StudyState {
 /// `study.json`: the study's manifest and the state of every cell.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StudyRecord {
+    /// [`RECORD_SCHEMA`]; empty in files written before the field existed.
+    #[serde(default)]
+    pub schema: String,
+    /// The study format's number ([`STATE_VERSION`]), which `--resume` checks; kept beside
+    /// `schema` for the sandglass versions that read only this.
     pub schema_version: u32,
     pub kind: String,
     pub id: String,
@@ -169,6 +174,10 @@ pub trait StudyObserver: Observer {
     /// A cell ended in any way.
     fn cell_ended(&mut self, _record: &CellRecord, _total: usize) {}
 }
+
+/// The version of `study.json`, a study's record, described by
+/// `docs/schema/study-record.schema.json`.
+pub const RECORD_SCHEMA: &str = "sandglass-study-record/1";
 
 /// The version of `sandglass study --json` described by `docs/schema/study.schema.json`.
 pub const JSON_SCHEMA: &str = "sandglass-study/1";
@@ -411,6 +420,7 @@ pub fn run(
     .map_err(|e| StudyError::Usage(e.to_string()))?;
     let now = store::now_rfc3339();
     let record = StudyRecord {
+        schema: RECORD_SCHEMA.to_string(),
         schema_version: STATE_VERSION,
         kind: "study".into(),
         id: dir.id().to_string(),
