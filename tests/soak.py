@@ -13,7 +13,7 @@ Each signalled run: a kind chosen by the seeded generator (timer, noise, Hourgla
 bench ctxsw and timer-overhead, study quick at a tenth of its length, traced runs when tracefs is
 usable, runs with built-in loads and with external load processes), SIGINT or SIGTERM (and
 sometimes the other one shortly after) at a random moment between 0.05 s and the planned
-length. Then: the exit code (0 for an interrupted run, README.md), the run directory (a study's
+length. Then: the exit code (130 after SIGINT, 143 after SIGTERM, README.md), the run directory (a study's
 directory and cells) with its manifest state `interrupted` (or `completed` when the signal came
 after the end, counted apart), every file the manifest lists checked against its size and
 SHA-256 here and by `sandglass runs show`, `sandglass report` reading it, `sandglass runs --all
@@ -459,7 +459,7 @@ class Soak:
         if rc != 0:
             return None, err.strip()
         try:
-            return {r["id"]: r for r in json.loads(out)}, ""
+            return {r["id"]: r for r in json.loads(out)["runs"]}, ""
         except ValueError as e:
             return None, "runs --json is not JSON: %s" % e
 
@@ -612,8 +612,13 @@ class Soak:
             if state == "completed" and sent and kind.min_runtime and at < kind.min_runtime - 0.05:
                 problems.append("completed although signalled at %.3f s, before the end of its %.1f s" % (
                     at, kind.min_runtime))
-            if rc != 0:
-                problems.append("exit code %d, expected 0 (README: 0 also after Ctrl-C)" % rc)
+            # README: 130 after SIGINT, 143 after SIGTERM (the first one taken), 0 for a run that
+            # ended before the signal could cut it short.
+            by_signal = {128 + int(s) for s in sent}
+            if state == "interrupted" and rc not in by_signal:
+                problems.append("exit code %d, expected one of %s for an interrupted run" % (rc, sorted(by_signal)))
+            if state == "completed" and rc not in by_signal | {0}:
+                problems.append("exit code %d, expected 0 (or %s if a signal came at the end)" % (rc, sorted(by_signal)))
             if state in ("interrupted", "completed"):
                 # `report` prints the summary of timer, noise, Hourglass runs and studies (docs/report.md).
                 if not self.check_listed(rid, state, not kind.name.startswith("bench"), cells, problems):

@@ -13,6 +13,7 @@ use sandglass::store::table::tables;
 
 use assert_cmd::Command;
 use std::collections::BTreeMap;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -896,6 +897,59 @@ fn a_stopped_process_records_the_stop_and_names_it() {
     }
 }
 
+/// Ctrl-Z (SIGTSTP) stops a command that does not record stops, a benchmark, as it would any
+/// process: it is stopped (state T) until SIGCONT, then ends normally.
+#[test]
+fn ctrl_z_stops_a_benchmark_until_it_is_continued() {
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    let child = measuring(
+        &[
+            "bench",
+            "copy",
+            "--sizes",
+            "512,4K",
+            "--cell-time",
+            "1s",
+            "--max-samples",
+            "100000000",
+        ],
+        &dir,
+        Duration::from_millis(500),
+    );
+    let pid = child.id() as i32;
+    sandglass_sys::signal::send_to_process(pid, 20).unwrap();
+    let state = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| s.rsplit_once(") ").map(|(_, r)| r.chars().next()))
+            .flatten()
+    };
+    let t = Instant::now();
+    while state() != Some('T') && t.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    if state() != Some('T') {
+        let out = child.wait_with_output().unwrap();
+        panic!(
+            "not stopped by SIGTSTP: {:?} {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(state(), Some('T'), "did not stay stopped");
+    sandglass_sys::signal::send_to_process(pid, libc_sigcont()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Runs `args -o dir`, stops it with `signo` 1.2 s into its measurement, continues it
 /// `length` later, and returns its output and how long the stop lasted at most.
 fn stopped_run(
@@ -904,26 +958,35 @@ fn stopped_run(
     signo: i32,
     length: Duration,
 ) -> (std::process::Output, Duration) {
-    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("sandglass"))
-        .args(args)
-        .arg("-o")
-        .arg(dir)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = measuring(args, dir, Duration::from_millis(1200));
     let pid = child.id() as i32;
-    let t = Instant::now();
-    while !dir.join("manifest.json").exists() && t.elapsed() < Duration::from_secs(20) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(1200));
     let stopped = Instant::now();
     sandglass_sys::signal::send_to_process(pid, signo).unwrap();
     std::thread::sleep(length);
     sandglass_sys::signal::send_to_process(pid, libc_sigcont()).unwrap();
     let stall = stopped.elapsed();
     (child.wait_with_output().unwrap(), stall)
+}
+
+/// Starts `args -o dir` and returns it `into` its run (counted from its manifest's creation).
+/// It runs in a process group of its own in this session, as a shell's job does: the kernel
+/// discards a terminal stop sent to an orphaned group, and the test's own group may be one.
+fn measuring(args: &[&str], dir: &Path, into: Duration) -> std::process::Child {
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("sandglass"))
+        .args(args)
+        .arg("-o")
+        .arg(dir)
+        .process_group(0)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while !dir.join("manifest.json").exists() && t.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(into);
+    child
 }
 
 fn libc_sigstop() -> i32 {

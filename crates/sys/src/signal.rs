@@ -102,6 +102,26 @@ pub fn wait_timeout(signals: &[i32], timeout_ns: u64) -> Option<i32> {
     (ret > 0).then_some(ret)
 }
 
+/// Waits up to `timeout_ns` for SIGINT or SIGTERM (blocked in the calling thread) and returns
+/// the one taken. A SIGTSTP (Ctrl-Z) taken meanwhile, blocked where a run records its stops,
+/// stops the process as its default action would, and a SIGCONT is taken without effect; the
+/// wait then goes on to its end.
+pub fn wait_termination(timeout_ns: u64) -> Option<i32> {
+    let now = || crate::clock::now_ns(crate::clock::ClockId::Monotonic);
+    let deadline = now().saturating_add(timeout_ns);
+    loop {
+        let left = deadline.saturating_sub(now());
+        match wait_timeout(&[SIGINT, SIGTERM, SIGTSTP, SIGCONT], left) {
+            Some(SIGTSTP) => stop_self(),
+            Some(SIGCONT) | None => {}
+            Some(s) => return Some(s),
+        }
+        if now() >= deadline {
+            return None;
+        }
+    }
+}
+
 /// The first SIGINT or SIGTERM this process took (and acted on by ending its work early), if
 /// any: the command's exit code then says so (128 + the signal's number, as a shell reports a
 /// process the signal ended).

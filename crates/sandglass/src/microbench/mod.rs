@@ -524,7 +524,7 @@ pub(crate) fn supervise<T: Send>(
             .spawn_scoped(s, body)
             .map_err(|e| RunError::Failed(format!("cannot create the measuring thread: {e}")))?;
         while !handle.is_finished() {
-            if let Some(sig) = signal::wait_timeout(&terminate, 50_000_000) {
+            if let Some(sig) = signal::wait_termination(50_000_000) {
                 if !stop.swap(true, Ordering::SeqCst) {
                     let name = if sig == signal::SIGINT {
                         "SIGINT"
@@ -542,7 +542,7 @@ pub(crate) fn supervise<T: Send>(
             .join()
             .map_err(|_| RunError::Failed("a measuring thread panicked".to_string()))
     });
-    while signal::wait_timeout(&terminate, 0).is_some() {
+    while signal::wait_termination(0).is_some() {
         if ended.state == RunState::Completed {
             ended = Ended {
                 state: RunState::Interrupted,

@@ -265,7 +265,9 @@ impl Host for RealHost {
     }
 
     fn wait_signal(&self, ns: u64) -> Option<Stop> {
-        signal::wait_timeout(&[signal::SIGINT, signal::SIGTERM], ns).map(|s| {
+        // Ctrl-Z outside the supervision's wait stops the process at once, unrecorded: no
+        // measurement is under way then.
+        signal::wait_termination(ns).map(|s| {
             if s == signal::SIGINT {
                 Stop::Interrupt
             } else {
