@@ -201,6 +201,9 @@ pub fn study(a: &StudyArgs) -> Result<u8, Failure> {
         return Ok(0);
     }
     let scale = a.duration_scale.as_deref().map(scale_arg).transpose()?;
+    // SIGINT and SIGTERM stay blocked until the study is printed and catalogued: a second
+    // signal (SIGTERM after Ctrl-C) must not end the process before then.
+    let _signals = sandglass::runner::SignalHold::block()?;
     let mut ctx = context();
     ctx.shared_cpus = Some(a.shared_cpus);
     let mut console = StudyConsole {

@@ -264,6 +264,11 @@ fn a_study_stopped_in_its_third_cell_resumes_with_what_is_left() {
     std::thread::sleep(Duration::from_millis(700));
     sandglass_sys::signal::send_to_process(child.id() as i32, sandglass_sys::signal::SIGINT)
         .unwrap();
+    // An impatient second signal while the study stops must not end the process before its
+    // tables are printed and it is catalogued (the soak found it killed by this SIGTERM).
+    std::thread::sleep(Duration::from_millis(30));
+    let _ =
+        sandglass_sys::signal::send_to_process(child.id() as i32, sandglass_sys::signal::SIGTERM);
     let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert_eq!(out.status.code(), Some(130), "{stdout}");

@@ -564,6 +564,9 @@ fn drive(
         .map_err(|e| StudyError::Failed(format!("cannot block signals: {e}")))?;
     let result = drive_blocked(study, &dir, &mut record, ctx, obs);
     if !already_blocked {
+        // A second signal may be pending (SIGTERM after SIGINT): the study is stopping
+        // already, so it is taken here rather than left to end the process when unblocked.
+        while signal::wait_timeout(&terminate, 0).is_some() {}
         let _ = signal::unblock(&terminate);
     }
     result?;
