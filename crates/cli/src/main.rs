@@ -11,6 +11,7 @@ mod discover;
 mod export;
 mod hourglass;
 mod load;
+mod monitor;
 mod noise;
 mod report;
 mod runs;
@@ -70,6 +71,9 @@ enum Command {
     /// A finished run or study again: its summary, Markdown, an HTML page with plots, or
     /// exports for other tools (CSV, a cyclictest histogram, a Perfetto trace)
     Report(report::ReportArgs),
+    /// Timer latency without end, in catalogued hourly segments with a duty cycle and
+    /// retention, served to Prometheus at /metrics (ends cleanly on SIGTERM or Ctrl-C)
+    Monitor(monitor::MonitorArgs),
     /// The catalog of runs and studies: list, show, rm, import, rebuild
     Runs(runs::RunsArgs),
     /// Key figures of timer or noise runs side by side, regressions flagged, and gates for CI
@@ -162,6 +166,7 @@ fn main() -> ExitCode {
         Command::Quick(a) => a.quiet.quiet,
         Command::Bench(a) => a.quiet.quiet,
         Command::Load(a) => a.quiet.quiet,
+        Command::Monitor(a) => a.quiet.quiet,
         Command::Hourglass { args } => hourglass::quiet(args),
         _ => false,
     });
@@ -175,6 +180,7 @@ fn main() -> ExitCode {
         Command::Load(a) => load::load(a),
         Command::Noise(a) => noise::noise(a),
         Command::Compare(a) => compare::compare(a),
+        Command::Monitor(a) => monitor::monitor(a),
         Command::Runs(a) => runs::runs(a),
         Command::Report(a) => report::report(a),
         Command::Calibrate(a) => calibrate::calibrate(a),
@@ -183,7 +189,10 @@ fn main() -> ExitCode {
         Command::Man { command } => discover::man(Cli::command(), command),
         Command::Completions { shell } => discover::completions(Cli::command(), *shell),
     };
+    // SIGTERM and Ctrl-C are how a monitor ends: its exit code says only whether it failed.
+    let ends_on_signal = matches!(cli.command, Command::Monitor(_));
     match result {
+        Ok(0) if ends_on_signal => ExitCode::SUCCESS,
         // A run that SIGINT or SIGTERM ended early has printed and kept what it measured, and
         // says it was cut short as a shell would: 130 after Ctrl-C, 143 after SIGTERM.
         Ok(0) => match sandglass_sys::signal::termination() {

@@ -131,6 +131,7 @@ pub fn config(a: &TimerArgs) -> Result<TimerConfig, Failure> {
         duration_ns: time_arg("-d", &a.duration)?,
         timer: kind,
         resync,
+        duty: None,
         thresholds_ns: thresholds,
         interval_bin_ns: time_arg("--interval-bin", &a.interval_bin)?,
         main_cpu,

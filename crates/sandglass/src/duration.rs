@@ -17,7 +17,7 @@ pub enum DurationError {
     Empty,
     #[error("time '{0}' has no unit: write {0}s for seconds (what cyclictest's -D {0} means), or {0}ms, {0}us, {0}ns")]
     MissingUnit(String),
-    #[error("time '{input}' has unknown unit '{unit}': use ns, us, ms, s, m or h")]
+    #[error("time '{input}' has unknown unit '{unit}': use ns, us, ms, s, m, h or d")]
     UnknownUnit { input: String, unit: String },
     #[error("time '{0}' is negative: times must be zero or more")]
     Negative(String),
@@ -39,6 +39,7 @@ fn unit_scale(unit: &str) -> Option<(u64, usize)> {
         "s" => (1_000_000_000, 9),
         "m" | "min" => (60_000_000_000, 11),
         "h" => (3_600_000_000_000, 13),
+        "d" => (86_400_000_000_000, 14),
         _ => return None,
     })
 }

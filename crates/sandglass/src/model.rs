@@ -37,8 +37,28 @@ pub enum Workload {
     /// A timer-latency thread (`sandglass timer`): a release every `period_ns`, on a fixed grid
     /// or, with `resync`, one period after each wakeup. Every release is recorded with its
     /// lateness, and releases that fell due before the wakeup that served them are counted as
-    /// missed. Not part of Hourglass's command line.
-    Timer { period_ns: Nanos, resync: bool },
+    /// missed. With a `duty` cycle, releases fall only in the first `on_ns` of every
+    /// `every_ns` (`sandglass monitor --duty`). Not part of Hourglass's command line.
+    Timer {
+        period_ns: Nanos,
+        resync: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        duty: Option<DutyCycle>,
+    },
+}
+
+/// Measure `on_ns` of every `every_ns`: the windows start at the run's start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct DutyCycle {
+    pub on_ns: Nanos,
+    pub every_ns: Nanos,
+}
+
+impl DutyCycle {
+    /// The share of the time measured, 0 to 1.
+    pub fn share(&self) -> f64 {
+        self.on_ns.0 as f64 / self.every_ns.0.max(1) as f64
+    }
 }
 
 impl Workload {
@@ -120,12 +140,27 @@ impl fmt::Display for Workload {
                 format_exact(period_ns)
             ),
             Workload::Lat { period_ns } => write!(f, "LAT {}", format_exact(period_ns)),
-            Workload::Timer { period_ns, resync } => write!(
-                f,
-                "TIMER {} {}",
-                format_exact(period_ns),
-                if resync { "resync" } else { "absolute" }
-            ),
+            Workload::Timer {
+                period_ns,
+                resync,
+                duty,
+            } => {
+                write!(
+                    f,
+                    "TIMER {} {}",
+                    format_exact(period_ns),
+                    if resync { "resync" } else { "absolute" }
+                )?;
+                match duty {
+                    Some(d) => write!(
+                        f,
+                        " duty {}/{}",
+                        format_exact(d.on_ns),
+                        format_exact(d.every_ns)
+                    ),
+                    None => Ok(()),
+                }
+            }
         }
     }
 }

@@ -203,6 +203,7 @@ pub fn timer_config(spec: &TimerReplay) -> TimerConfig {
         duration_ns: spec.duration,
         timer: TimerKind::Hr,
         resync: false,
+        duty: None,
         thresholds_ns: timer::default_thresholds(spec.interval),
         interval_bin_ns: Nanos::from_micros(100),
         main_cpu: None,
@@ -383,6 +384,7 @@ fn drive(
                         model: Model::Release {
                             period,
                             resync: false,
+                            duty: None,
                         },
                         start: ZERO_TICK,
                         finish: ZERO_TICK + releases * period,

@@ -55,6 +55,9 @@ pub struct TimerConfig {
     pub timer: TimerKind,
     /// `false`: a fixed release grid (absolute); `true`: one interval after each wakeup.
     pub resync: bool,
+    /// Measure only part of the time (`sandglass monitor --duty`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duty: Option<crate::model::DutyCycle>,
     /// The "samples later than" thresholds.
     pub thresholds_ns: Vec<Nanos>,
     /// Width of the interval histogram's bins.
@@ -227,6 +230,7 @@ pub fn plan(c: &TimerConfig, cpus: &[usize]) -> RunPlan {
     let workload = Workload::Timer {
         period_ns: c.interval_ns,
         resync: c.resync,
+        duty: c.duty,
     };
     RunPlan {
         kind: "timer".into(),
@@ -392,6 +396,10 @@ pub struct TimerSink {
     /// Per thread: the time of its last wakeup, in ns from the run's start.
     last_wakeup: Vec<Option<i64>>,
     seconds: Vec<Option<Second>>,
+    /// With a duty cycle, its period in ns: no interval is taken across a pause.
+    window_ns: Option<u64>,
+    /// Live figures for readers in other threads (`sandglass monitor`).
+    live: Option<std::sync::Arc<crate::live::Live>>,
 }
 
 impl TimerSink {
@@ -425,7 +433,18 @@ impl TimerSink {
             next: vec![0; cpus.len()],
             last_wakeup: vec![None; cpus.len()],
             seconds: cpus.iter().map(|_| None).collect(),
+            window_ns: s.plan.threads.iter().find_map(|t| match t.workload {
+                Workload::Timer { duty: Some(d), .. } => Some(d.every_ns.0.max(1)),
+                _ => None,
+            }),
+            live: None,
         })
+    }
+
+    /// Also counts every release into `live` as it is stored.
+    pub fn with_live(mut self, live: Option<std::sync::Arc<crate::live::Live>>) -> TimerSink {
+        self.live = live;
+        self
     }
 
     /// Writes the timeline row and the interval-log entry of thread `i`'s second under way.
@@ -485,6 +504,9 @@ pub struct Stored {
 impl Sink for TimerSink {
     fn releases(&mut self, i: usize, batch: &[Release], tb: &Timebase) -> Result<(), StoreError> {
         let cpu = self.cpus[i] as i32;
+        let live = self.live.clone();
+        let live = live.as_deref().and_then(|l| l.cpu(self.cpus[i]));
+        let _batch = live.map(|l| l.batch());
         for r in batch {
             let at = tb.at_ns(r.target);
             let late = tb.signed_ns(r.wakeup.wrapping_sub(r.target) as i64);
@@ -509,6 +531,11 @@ impl Sink for TimerSink {
             // A missed release shares the wakeup of the release before it.
             if !r.missed {
                 let wakeup = at + late;
+                let window = |t: i64| self.window_ns.map(|w| t.max(0) as u64 / w);
+                if self.last_wakeup[i].is_some_and(|p| window(p) != window(at)) {
+                    // A duty cycle's pause is not an interval between wakeups.
+                    self.last_wakeup[i] = None;
+                }
                 if let Some(prev) = self.last_wakeup[i].replace(wakeup) {
                     let d = wakeup - prev;
                     s.interval_min_ns = s.interval_min_ns.min(d);
@@ -520,6 +547,9 @@ impl Sink for TimerSink {
             s.min_ns = s.min_ns.min(late);
             s.max_ns = s.max_ns.max(late);
             s.hist.saturating_record(late.max(0) as u64);
+            if let Some(l) = live {
+                l.release(late, r.missed);
+            }
             let [all, raw] = &mut self.stored[i];
             all.saturating_record(late.max(0) as u64);
             if !r.missed {
@@ -545,13 +575,23 @@ pub fn run(
     ctx: &RunContext,
     obs: &mut dyn Observer,
 ) -> Result<TimerResult, RunError> {
+    run_live(config, ctx, obs, None)
+}
+
+/// [`run`], also counting every release into `live` as the main thread stores it.
+pub fn run_live(
+    config: &TimerConfig,
+    ctx: &RunContext,
+    obs: &mut dyn Observer,
+    live: Option<std::sync::Arc<crate::live::Live>>,
+) -> Result<TimerResult, RunError> {
     validate(config).map_err(|e| RunError::Usage(e.to_string()))?;
     let allowed = crate::system::allowed_cpus();
     let cpus = measured_cpus(config.cpus.as_ref(), config.main_cpu, &allowed)
         .map_err(|e| RunError::Usage(e.to_string()))?;
     let plan = plan(config, &cpus);
     let (m, sink) = runner::measure(&plan, ctx, obs, |s| {
-        TimerSink::create(s, &cpus, spike_floor(config))
+        TimerSink::create(s, &cpus, spike_floor(config)).map(|t| t.with_live(live))
     })?;
     conclude(config, &cpus, m, sink)
 }

@@ -28,7 +28,7 @@ pub mod trace;
 
 pub use record::{GapStats, Progress, TimerStats, Work};
 pub use thread::{
-    run_thread, JobRecord, LatSample, Model, Outputs, Release, ThreadOutcome, ThreadPlan,
+    run_thread, Duty, JobRecord, LatSample, Model, Outputs, Release, ThreadOutcome, ThreadPlan,
 };
 pub use trace::{EndReason, Record};
 

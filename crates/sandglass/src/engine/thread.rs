@@ -35,8 +35,30 @@ pub enum Model {
     /// A timer thread: a release every `period`, on a fixed grid (`resync` false, cyclictest's
     /// absolute mode) or one period after each wakeup (`resync` true, Hourglass's LAT). Every
     /// release is recorded with its lateness; releases that fell due before the wakeup that
-    /// served them are counted as missed, each with its own true lateness.
-    Release { period: u64, resync: bool },
+    /// served them are counted as missed, each with its own true lateness. With a `duty`
+    /// cycle, releases fall only in the first `on` ticks of every `every` ticks from the start:
+    /// the grid starts afresh at each window, and nothing is released (or missed) between.
+    Release {
+        period: u64,
+        resync: bool,
+        duty: Option<Duty>,
+    },
+}
+
+/// A duty cycle: measure `on` ticks of every `every` ticks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Duty {
+    pub on: u64,
+    pub every: u64,
+}
+
+impl Duty {
+    /// The end of the window that holds or follows `t`, for windows from `start`.
+    #[inline]
+    fn window_end(self, start: u64, t: u64) -> u64 {
+        let k = t.saturating_sub(start) / self.every.max(1);
+        start + k * self.every + self.on
+    }
 }
 
 /// Everything one thread needs to run, in counter ticks.
@@ -250,9 +272,14 @@ pub fn run_thread<C: Clock, O: ThreadOps>(
 ) {
     match (plan.model, work) {
         (Model::Lat { period }, _) => run_lat(plan, period, clock, ops, out),
-        (Model::Release { period, resync }, _) => {
-            run_release(plan, period, resync, clock, ops, out, progress)
-        }
+        (
+            Model::Release {
+                period,
+                resync,
+                duty,
+            },
+            _,
+        ) => run_release(plan, period, resync, duty, clock, ops, out, progress),
         (_, Work::None) => {
             let mut p = Poll::new(plan, progress);
             poll::<C, O, 0>(plan, clock, ops, &mut p, &mut [], None, out)
@@ -707,11 +734,14 @@ impl Pending {
 }
 
 /// A timer thread: sleeps until each release, records how late it woke, and counts every
-/// release that fell due before the wakeup that served it.
+/// release that fell due before the wakeup that served it. With a duty cycle, releases stop at
+/// each window's end and start again on a fresh grid at the next window's start.
+#[allow(clippy::too_many_arguments)]
 fn run_release<C: Clock, O: ThreadOps>(
     plan: &ThreadPlan,
     period: u64,
     resync: bool,
+    duty: Option<Duty>,
     clock: &C,
     ops: &mut O,
     out: &mut ThreadOutcome,
@@ -728,10 +758,21 @@ fn run_release<C: Clock, O: ThreadOps>(
     let mut wakeups = 0u64;
     let mut missed = 0u64;
     let mut max_late = 0i64;
+    // Releases of the window under way fall before this.
+    let mut window_end = duty.map_or(u64::MAX, |d| d.window_end(plan.start, plan.start));
     loop {
         if ops.stop_requested() {
             out.stopped = true;
             break;
+        }
+        if release >= window_end {
+            if let Some(d) = duty {
+                // The next window: a fresh grid from its start, no interval across the pause.
+                let next = window_end - d.on + d.every;
+                release = next;
+                window_end = next + d.on;
+                prev_wake = None;
+            }
         }
         if release >= plan.finish {
             break;
@@ -755,7 +796,7 @@ fn run_release<C: Clock, O: ThreadOps>(
         // The release this wakeup waited for, then every later release already due.
         let mut r = release;
         let mut first = true;
-        while r <= wake.max(release) && r < plan.finish {
+        while r <= wake.max(release) && r < plan.finish && r < window_end {
             let late = ns(wake.wrapping_sub(r) as i64);
             max_late = max_late.max(late);
             if !first {
@@ -1294,6 +1335,7 @@ mod tests {
         let m = Model::Release {
             period: 1000,
             resync: false,
+            duty: None,
         };
         let (out, recs) = run_with(
             &plan(m, 100_000, 50),
@@ -1338,6 +1380,7 @@ mod tests {
         let m = Model::Release {
             period: 1000,
             resync: true,
+            duty: None,
         };
         let (out, _) = run_with(
             &plan(m, 10_000, 50),
@@ -1362,6 +1405,7 @@ mod tests {
         let m = Model::Release {
             period: 1000,
             resync: true,
+            duty: None,
         };
         let (out, _) = run_with(
             &plan(m, 20_000, 50),
@@ -1382,6 +1426,7 @@ mod tests {
         let m = Model::Release {
             period: 100,
             resync: false,
+            duty: None,
         };
         let (out, _) = run_with(
             &plan(m, 10_000, 50),
@@ -1394,5 +1439,81 @@ mod tests {
         assert_eq!(out.samples_dropped, 84);
         assert_eq!(out.samples, 16);
         assert_eq!(out.timer.expect("stats").releases, 100);
+    }
+
+    /// A duty cycle of 3 periods in every 10: releases 0, 1 and 2 of each window of 10 000
+    /// ticks, on a fresh grid; a wakeup late past its window's end counts only the releases
+    /// of that window, and no interval spans a pause.
+    #[test]
+    fn duty_cycle_releases_only_in_its_windows() {
+        let mut lat = vec![9u64; 10];
+        // The third release of the second window wakes 2 500 ticks late (past its window).
+        lat[5] = 2_500 - 1;
+        let script = Script::new(1).wake_latency(&lat, 9);
+        let m = Model::Release {
+            period: 1000,
+            resync: false,
+            duty: Some(Duty {
+                on: 3000,
+                every: 10_000,
+            }),
+        };
+        let (out, _) = run_with(
+            &plan(m, 30_000, 50),
+            script,
+            &mut Work::None,
+            timer_outcome(),
+            64,
+        );
+        let targets: Vec<u64> = out.latencies.iter().map(|s| s.target).collect();
+        assert_eq!(
+            targets,
+            vec![0, 1000, 2000, 10_000, 11_000, 12_000, 20_000, 21_000, 22_000]
+        );
+        let t = out.timer.expect("timer statistics");
+        assert_eq!((t.releases, t.missed, t.wakeups), (9, 0, 9));
+        assert_eq!(t.max_lateness_ns, 2_500);
+        // Two intervals per window of three wakeups, none across a pause.
+        assert_eq!(t.interval.len(), 6);
+        assert!(t.interval.max() < 5_000, "{}", t.interval.max());
+    }
+
+    /// A stall that runs into the next window counts that window's releases due by the wakeup
+    /// as missed, each with its own lateness.
+    #[test]
+    fn duty_cycle_stall_into_the_next_window_counts_its_releases() {
+        let mut lat = vec![9u64; 3];
+        // The last release of the first window (2000) wakes at 11 500.
+        lat[2] = 9_500 - 1;
+        let script = Script::new(1).wake_latency(&lat, 9);
+        let m = Model::Release {
+            period: 1000,
+            resync: false,
+            duty: Some(Duty {
+                on: 3000,
+                every: 10_000,
+            }),
+        };
+        let (out, _) = run_with(
+            &plan(m, 20_000, 50),
+            script,
+            &mut Work::None,
+            timer_outcome(),
+            64,
+        );
+        let t = out.timer.expect("timer statistics");
+        let targets: Vec<(u64, bool)> = out.releases.iter().map(|r| (r.target, r.missed)).collect();
+        assert_eq!(
+            targets,
+            vec![
+                (0, false),
+                (1000, false),
+                (2000, false),
+                (10_000, false),
+                (11_000, true),
+                (12_000, false)
+            ]
+        );
+        assert_eq!((t.releases, t.missed), (6, 1));
     }
 }

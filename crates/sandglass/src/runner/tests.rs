@@ -264,6 +264,7 @@ impl Sink for Counting {
 const TIMER: Workload = Workload::Timer {
     period_ns: Nanos(1_000_000),
     resync: false,
+    duty: None,
 };
 
 fn timer_plan(threads: usize, ms: u64) -> RunPlan {

@@ -140,9 +140,24 @@ fn model_ticks(w: &Workload, tb: &Timebase) -> Model {
         Workload::Lat { period_ns } => Model::Lat {
             period: t(period_ns),
         },
-        Workload::Timer { period_ns, resync } => Model::Release {
+        Workload::Timer {
+            period_ns,
+            resync,
+            duty,
+        } => Model::Release {
             period: t(period_ns),
             resync,
+            // Windows counted in whole periods where they can be, so that rounding to ticks
+            // never adds a release: a window holds ⌈on / period⌉ of them, and a cycle that is
+            // a multiple of the period stays on the release grid to the run's end.
+            duty: duty.map(|d| {
+                let p = period_ns.0.max(1);
+                crate::engine::Duty {
+                    on: d.on_ns.0.div_ceil(p) * t(period_ns),
+                    every: d.every_ns.0 / p * t(period_ns)
+                        + t(crate::units::Nanos(d.every_ns.0 % p)),
+                }
+            }),
         },
     }
 }
@@ -155,6 +170,7 @@ fn finish_offset(t: &ThreadSpec, tb: &Timebase) -> u64 {
         Workload::Timer {
             period_ns,
             resync: false,
+            ..
         } if period_ns.0 > 0 => {
             let span = t.finish_ns.0.saturating_sub(t.start_ns.0);
             let releases = span.div_ceil(period_ns.0);

@@ -850,6 +850,7 @@ fn run_cell(
                 duration_ns: Nanos(d.0.max(interval.0)),
                 timer: kind,
                 resync: m.mode.as_deref() == Some("resync"),
+                duty: None,
                 thresholds_ns: timer::default_thresholds(interval),
                 interval_bin_ns: Nanos(100_000),
                 main_cpu: None,

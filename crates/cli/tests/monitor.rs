@@ -1,0 +1,580 @@
+//! `sandglass monitor`: segments in the catalog, the duty cycle, retention, a restart after a
+//! kill, the HTTP endpoint (exposition checked by promtool, hostile clients), and a real
+//! Prometheus server scraping it. Loopback only; every process is stopped by the test.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+use common::{lock, run_in, runtime_for, skip};
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A monitor started with `args` (plus `--listen 127.0.0.1:0`), and the address it serves.
+struct Monitor {
+    child: Child,
+    addr: SocketAddr,
+    stderr: std::sync::mpsc::Receiver<String>,
+}
+
+impl Monitor {
+    fn start(runs: &std::path::Path, args: &[&str]) -> Monitor {
+        let mut child = Command::new(assert_cmd::cargo::cargo_bin("sandglass"))
+            .arg("monitor")
+            .args(args)
+            .args(["--listen", "127.0.0.1:0"])
+            .env("SANDGLASS_RUNS_DIR", runs)
+            .env("SANDGLASS_RUNTIME_DIR", runtime_for(runs))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let err = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let end = Instant::now() + Duration::from_secs(20);
+        let addr = loop {
+            let line = rx
+                .recv_timeout(end.saturating_duration_since(Instant::now()))
+                .unwrap_or_else(|_| {
+                    let _ = child.kill();
+                    panic!("the monitor did not say where it serves within 20 s")
+                });
+            if let Some(rest) = line.strip_prefix("sandglass: serving http://") {
+                break rest.split('/').next().unwrap().parse().unwrap();
+            }
+        };
+        Monitor {
+            child,
+            addr,
+            stderr: rx,
+        }
+    }
+
+    /// Sends SIGTERM; returns how long the monitor took to exit, its exit code and what it
+    /// printed since it started serving.
+    fn terminate(mut self) -> (Duration, Option<i32>, String) {
+        let t0 = Instant::now();
+        sandglass_sys::signal::send_to_process(
+            self.child.id() as i32,
+            sandglass_sys::signal::SIGTERM,
+        )
+        .unwrap();
+        let status = loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                break s;
+            }
+            if t0.elapsed() > Duration::from_secs(30) {
+                let _ = self.child.kill();
+                panic!("the monitor did not end within 30 s of SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        let took = t0.elapsed();
+        std::thread::sleep(Duration::from_millis(100));
+        let text: Vec<String> = self.stderr.try_iter().collect();
+        (took, status.code(), text.join("\n"))
+    }
+}
+
+impl Drop for Monitor {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Sends `request` and returns the whole answer (the server closes or 5 s pass).
+fn http(addr: SocketAddr, request: &[u8]) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let _ = s.write_all(request);
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn get(addr: SocketAddr, path: &str) -> String {
+    http(
+        addr,
+        format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").as_bytes(),
+    )
+}
+
+fn status(answer: &str) -> u16 {
+    answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The value of the sample `name{labels}` in an exposition.
+fn sample(text: &str, name_and_labels: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name_and_labels)?.trim().parse().ok())
+}
+
+fn runs_json(runs: &std::path::Path) -> serde_json::Value {
+    let out = run_in(runs, &["runs", "--json"]);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    serde_json::from_str(&out.stdout).unwrap()
+}
+
+fn find(name: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join(name))
+            .find(|f| f.is_file())
+    })
+}
+
+#[test]
+fn monitor_serves_growing_histograms_and_ends_on_sigterm_with_its_segment_catalogued() {
+    let _machine = lock();
+    let runs = tempfile::tempdir().unwrap();
+    let m = Monitor::start(runs.path(), &["-c", "1", "--segment", "1h"]);
+    std::thread::sleep(Duration::from_secs(2));
+    let first = get(m.addr, "/metrics");
+    assert_eq!(status(&first), 200, "{first}");
+    assert!(
+        first.contains("content-type: text/plain; version=0.0.4"),
+        "{first}"
+    );
+    let count = |t: &str| sample(t, "sandglass_timer_latency_seconds_count{cpu=\"1\"}").unwrap();
+    let n1 = count(&first);
+    std::thread::sleep(Duration::from_secs(2));
+    let second = get(m.addr, "/metrics");
+    let n2 = count(&second);
+    assert!(n1 > 0.0 && n2 > n1, "counts {n1} then {n2}");
+    let buckets = second
+        .lines()
+        .filter(|l| l.starts_with("sandglass_timer_latency_seconds_bucket{"))
+        .count();
+    assert_eq!(buckets, 162, "161 bounds and +Inf");
+    // OpenMetrics for a client that asks for it.
+    let om = http(
+        m.addr,
+        b"GET /metrics HTTP/1.1\r\nhost: x\r\naccept: application/openmetrics-text; version=1.0.0\r\nconnection: close\r\n\r\n",
+    );
+    assert!(om.contains("application/openmetrics-text"), "{om}");
+    assert!(om.trim_end().ends_with("# EOF"));
+    match find("promtool") {
+        Some(promtool) => {
+            let body = second.split_once("\r\n\r\n").unwrap().1;
+            let mut p = Command::new(promtool)
+                .args(["check", "metrics"])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            p.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
+            let out = p.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "promtool check metrics: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        None => skip("promtool is not installed (Debian: apt-get install prometheus)"),
+    }
+    let (took, code, said) = m.terminate();
+    assert_eq!(code, Some(0), "{said}");
+    assert!(took < Duration::from_secs(5), "SIGTERM took {took:?}");
+    assert!(
+        said.contains("segment ") && said.contains(" interrupted: "),
+        "{said}"
+    );
+    let listed = runs_json(runs.path());
+    let rows = listed["runs"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{listed}");
+    assert_eq!(rows[0]["state"], "interrupted");
+    assert_eq!(rows[0]["kind"], "timer");
+    // Its files are whole: `runs show` verifies every checksum.
+    let id = rows[0]["id"].as_str().unwrap();
+    let shown = run_in(runs.path(), &["runs", "show", id]);
+    assert_eq!(shown.code, Some(0), "{}", shown.stderr);
+}
+
+/// 50 % of every second for 3 s at 1 ms: exactly 1,500 releases, in three windows of 500.
+#[test]
+fn a_duty_cycle_measures_only_its_windows() {
+    let _machine = lock();
+    let runs = tempfile::tempdir().unwrap();
+    let out = run_in(
+        runs.path(),
+        &[
+            "monitor",
+            "-c",
+            "1",
+            "--duty",
+            "50%",
+            "--duty-period",
+            "1s",
+            "--segment",
+            "3s",
+            "--segments",
+            "1",
+        ],
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let listed = runs_json(runs.path());
+    let run = &listed["runs"][0];
+    assert_eq!(run["state"], "completed", "{listed}");
+    let dir = std::path::PathBuf::from(run["path"].as_str().unwrap());
+    let at = common::column(
+        &dir,
+        &sandglass::store::table::tables::TIMER_SAMPLES,
+        "release_ns",
+    );
+    assert_eq!(at.len(), 1_500);
+    for (w, window) in at.chunks(500).enumerate() {
+        let start = w as i64 * 1_000_000_000;
+        assert!(
+            window
+                .iter()
+                .all(|&t| t >= start && t < start + 500_000_000),
+            "window {w}: {:?}..{:?}",
+            window.first(),
+            window.last()
+        );
+    }
+}
+
+/// Three segments under a 1-byte disk limit: the two older ones are removed as each newer
+/// one completes, the newest is kept.
+#[test]
+fn retention_keeps_the_newest_segment_under_a_disk_limit() {
+    let _machine = lock();
+    let runs = tempfile::tempdir().unwrap();
+    let out = run_in(
+        runs.path(),
+        &[
+            "monitor",
+            "-c",
+            "1",
+            "--segment",
+            "500ms",
+            "--segments",
+            "3",
+            "--max-disk",
+            "1",
+        ],
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(
+        out.stderr.matches("removed segment ").count(),
+        2,
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("beyond --max-disk 1"), "{}", out.stderr);
+    let listed = runs_json(runs.path());
+    let rows = listed["runs"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{listed}");
+    let dirs = std::fs::read_dir(runs.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().join("manifest.json").exists())
+        .count();
+    assert_eq!(dirs, 1);
+}
+
+/// A monitor killed mid-segment leaves it running; the next start marks it incomplete and
+/// measures on.
+#[test]
+fn a_restart_after_a_kill_marks_the_segment_incomplete_and_carries_on() {
+    let _machine = lock();
+    let runs = tempfile::tempdir().unwrap();
+    let (mut child, dir) = common::start_run(runs.path(), &["monitor", "-c", "1"]);
+    std::thread::sleep(Duration::from_millis(500));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let out = run_in(
+        runs.path(),
+        &[
+            "monitor",
+            "-c",
+            "1",
+            "--segment",
+            "500ms",
+            "--segments",
+            "1",
+        ],
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let listed = runs_json(runs.path());
+    let rows = listed["runs"].as_array().unwrap();
+    let state = |p: &std::path::Path| {
+        rows.iter()
+            .find(|r| r["path"].as_str() == Some(p.to_str().unwrap()))
+            .map(|r| r["state"].clone())
+    };
+    assert_eq!(state(&dir), Some("incomplete".into()), "{listed}");
+    assert_eq!(rows.len(), 2, "{listed}");
+}
+
+#[test]
+fn bad_monitor_flags_are_usage_errors() {
+    let runs = tempfile::tempdir().unwrap();
+    for (args, what) in [
+        (vec!["--duty", "0%"], "--duty 0%"),
+        (vec!["--duty", "150%"], "--duty 150%"),
+        (
+            vec!["--duty", "1%", "--duty-period", "10ms"],
+            "less than one interval",
+        ),
+        (vec!["--keep", "soon"], "--keep"),
+        (vec!["--max-disk", "lots"], "--max-disk lots"),
+        (vec!["--listen", "localhost"], "--listen localhost"),
+        (vec!["--segment", "0s"], "--segment"),
+    ] {
+        let mut a = vec!["monitor", "-c", "1"];
+        a.extend(&args);
+        let out = run_in(runs.path(), &a);
+        assert_eq!(out.code, Some(2), "{args:?}: {}", out.stderr);
+        let lines: Vec<&str> = out.stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "{args:?}: {}", out.stderr);
+        assert!(lines[0].contains(what), "{args:?}: {}", out.stderr);
+    }
+}
+
+/// Malformed, oversized, slow, body-carrying, wrong-method and too many concurrent requests:
+/// each gets an error answer or is closed, the server stays up, and it never ran on the
+/// measured CPU.
+#[test]
+fn hostile_http_clients_get_errors_and_the_server_stays_up() {
+    let _machine = lock();
+    let runs = tempfile::tempdir().unwrap();
+    let m = Monitor::start(runs.path(), &["-c", "1", "--segment", "1h"]);
+    assert_eq!(status(&http(m.addr, b"GARBAGE\r\n\r\n")), 400);
+    let version = status(&http(m.addr, b"GET /metrics HTTP/9.9\r\n\r\n"));
+    assert!(version == 400 || version == 505, "{version}");
+    let huge = format!(
+        "GET /metrics HTTP/1.1\r\nhost: x\r\nx-pad: {}\r\n\r\n",
+        "a".repeat(64 * 1024)
+    );
+    assert_eq!(status(&http(m.addr, huge.as_bytes())), 431);
+    assert_eq!(
+        status(&http(
+            m.addr,
+            b"POST /metrics HTTP/1.1\r\nhost: x\r\ncontent-length: 3\r\nconnection: close\r\n\r\nabc"
+        )),
+        405
+    );
+    assert_eq!(
+        status(&http(
+            m.addr,
+            b"GET /metrics HTTP/1.1\r\nhost: x\r\ncontent-length: 100000000\r\nconnection: close\r\n\r\n"
+        )),
+        413
+    );
+    assert_eq!(status(&get(m.addr, "/../etc/passwd")), 404);
+    assert_eq!(status(&get(m.addr, "/healthz")), 200);
+    // A slow client: half a request head, then nothing. The server closes it after its head
+    // timeout (2 s), answering 408 or nothing.
+    let t0 = Instant::now();
+    let slow = http(m.addr, b"GET /metr");
+    assert!(slow.is_empty() || status(&slow) == 408, "{slow}");
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    // 40 idle connections at once: 16 are held, the rest answered 503 at once.
+    let idle: Vec<TcpStream> = (0..40)
+        .map(|_| TcpStream::connect(m.addr).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut refused = 0;
+    for mut s in idle.iter() {
+        s.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let mut buf = [0u8; 64];
+        if let Ok(n) = s.read(&mut buf) {
+            if n > 0 && status(&String::from_utf8_lossy(&buf[..n])) == 503 {
+                refused += 1;
+            }
+        }
+    }
+    assert_eq!(refused, 40 - 16);
+    drop(idle);
+    std::thread::sleep(Duration::from_millis(200));
+    // Still up, and measuring.
+    let after = get(m.addr, "/metrics");
+    assert_eq!(status(&after), 200, "{after}");
+    // The server thread was never allowed on the measured CPU.
+    let pid = m.child.id();
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    let mut seen = false;
+    for t in tasks.flatten() {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        if comm.trim() == "sg-http" {
+            seen = true;
+            let status = std::fs::read_to_string(t.path().join("status")).unwrap();
+            let allowed = status
+                .lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                .unwrap()
+                .trim()
+                .to_string();
+            let cpus = sandglass::cpulist::CpuList::parse(&allowed).unwrap();
+            assert!(!cpus.iter().any(|c| c == 1), "sg-http allowed on {allowed}");
+        }
+    }
+    assert!(seen, "no sg-http thread");
+    let (_, code, said) = m.terminate();
+    assert_eq!(code, Some(0), "{said}");
+}
+
+/// A real Prometheus scrapes the monitor every second; `histogram_quantile(0.99, …)` and the
+/// missed-release counter it stores agree with the exact figures of the same releases, read
+/// back from the segment's samples.
+#[test]
+fn a_real_prometheus_scrapes_the_monitor_and_agrees_with_its_samples() {
+    let (Some(prometheus), Some(_)) = (find("prometheus"), find("promtool")) else {
+        skip("prometheus and promtool are not installed (Debian: apt-get install prometheus)");
+        return;
+    };
+    let _machine = lock();
+    let runs = tempfile::tempdir().unwrap();
+    let prom_dir = tempfile::tempdir().unwrap();
+    let m = Monitor::start(runs.path(), &["-c", "1", "--segment", "1h"]);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let config = prom_dir.path().join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\nscrape_configs:\n  - job_name: sandglass\n    static_configs:\n      - targets: ['{}']\n",
+            m.addr
+        ),
+    )
+    .unwrap();
+    struct Killed(Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let server = Killed(
+        Command::new(prometheus)
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                prom_dir.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg("--log.level=error")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let api: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let end = Instant::now() + Duration::from_secs(30);
+    while TcpStream::connect(api).is_err() {
+        assert!(
+            Instant::now() < end,
+            "Prometheus did not listen within 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let query = |q: &str, at: Option<f64>| -> serde_json::Value {
+        let mut path = format!("/api/v1/query?query={}", urlencode(q));
+        if let Some(t) = at {
+            path.push_str(&format!("&time={t:.3}"));
+        }
+        let answer = get(api, &path);
+        let body = answer.split_once("\r\n\r\n").map(|x| x.1).unwrap_or("");
+        // Chunked answers: the JSON object is between the first '{' and the last '}'.
+        let json = match (body.find('{'), body.rfind('}')) {
+            (Some(a), Some(b)) => &body[a..=b],
+            _ => "null",
+        };
+        serde_json::from_str(json).unwrap_or(serde_json::Value::Null)
+    };
+    // Wait for 15 scrapes that saw releases.
+    let end = Instant::now() + Duration::from_secs(60);
+    let scrapes = loop {
+        let r = query(
+            "count_over_time(sandglass_timer_releases_total{cpu=\"1\"}[1m])",
+            None,
+        );
+        let n = r["data"]["result"][0]["value"][1]
+            .as_str()
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0);
+        if n >= 15.0 {
+            break n;
+        }
+        assert!(
+            Instant::now() < end,
+            "Prometheus scraped {n} times in 60 s: {r}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    // One scrape's figures: the latest sample's time, then every query at that time.
+    let latest = query(
+        "timestamp(sandglass_timer_latency_seconds_count{cpu=\"1\"})",
+        None,
+    );
+    let at: f64 = latest["data"]["result"][0]["value"][1]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let value = |q: &str| -> f64 {
+        let r = query(q, Some(at));
+        r["data"]["result"][0]["value"][1]
+            .as_str()
+            .unwrap_or_else(|| panic!("{q}: {r}"))
+            .parse()
+            .unwrap()
+    };
+    let n = value("sandglass_timer_latency_seconds_count{cpu=\"1\"}") as usize;
+    let missed = value("sandglass_timer_missed_releases_total{cpu=\"1\"}") as i64;
+    let p99 = value("histogram_quantile(0.99, sandglass_timer_latency_seconds_bucket{cpu=\"1\"})");
+    drop(server);
+    let (_, code, said) = m.terminate();
+    assert_eq!(code, Some(0), "{said}");
+    // The same releases, exactly: the first n of the segment's samples.
+    let listed = runs_json(runs.path());
+    let dir = std::path::PathBuf::from(listed["runs"][0]["path"].as_str().unwrap());
+    let table = &sandglass::store::table::tables::TIMER_SAMPLES;
+    let late = common::column(&dir, table, "lateness_ns");
+    let flags = common::column(&dir, table, "missed");
+    assert!(
+        late.len() >= n && n > 1_000,
+        "{} samples, {n} scraped",
+        late.len()
+    );
+    let mut first: Vec<i64> = late[..n].iter().map(|&x| x.max(0)).collect();
+    first.sort_unstable();
+    let exact = sandglass::stats::quantile_sorted(&first, 0.99).unwrap() as f64 / 1e9;
+    let err = (p99 - exact).abs() / exact;
+    assert!(
+        err <= sandglass::live::RELATIVE_ERROR + 1e-9,
+        "Prometheus p99 {p99} s against exact {exact} s ({scrapes} scrapes, {n} releases): error {err}"
+    );
+    assert_eq!(flags[..n].iter().sum::<i64>(), missed);
+}
+
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
