@@ -17,7 +17,15 @@ use std::path::{Path, PathBuf};
 #[derive(Args)]
 pub struct ReportArgs {
     /// The run or study directory, or an id (or a unique prefix of one) in the runs directory
-    pub run: String,
+    #[arg(required_unless_present = "merge")]
+    pub run: Option<String>,
+    /// Timer or noise runs (from any hosts) as one distribution: each run's figures, then the
+    /// histogram of all their samples, merged without loss
+    #[arg(long, num_args = 1.., value_name = "RUN", conflicts_with = "run")]
+    pub merge: Vec<String>,
+    /// With --merge: print JSON (schema sandglass-merge/1) instead of the table
+    #[arg(long, requires = "merge")]
+    pub json: bool,
     /// Print the key figures as Markdown, for pasting into an issue
     #[arg(long)]
     pub markdown: bool,
@@ -106,8 +114,32 @@ fn report_study(a: &ReportArgs, dir: &Path) -> Result<u8, Failure> {
     Ok(0)
 }
 
+/// `--merge RUN...`.
+fn report_merge(a: &ReportArgs) -> Result<u8, Failure> {
+    if a.export.any() || a.html.is_some() || a.markdown || a.window.is_some() {
+        return Err(Failure::usage(
+            "--merge prints a table or --json: give the other outputs in another call",
+        ));
+    }
+    let paths = a
+        .merge
+        .iter()
+        .map(|r| resolve_run(r).map_err(Failure::usage))
+        .collect::<Result<Vec<_>, _>>()?;
+    let merged = sandglass::merge::merge(&paths).map_err(|e| Failure::usage(e.to_string()))?;
+    if a.json {
+        crate::common::print_json(&merged)?;
+    } else {
+        crate::common::print_text(|out| sandglass_report::merge::write(out, &merged))?;
+    }
+    Ok(0)
+}
+
 pub fn report(a: &ReportArgs) -> Result<u8, Failure> {
-    let path = resolve_run(&a.run).map_err(Failure::usage)?;
+    let Some(run) = &a.run else {
+        return report_merge(a);
+    };
+    let path = resolve_run(run).map_err(Failure::usage)?;
     if a.html.is_some() && (a.export.any() || a.markdown) {
         return Err(Failure::usage(
             "--html writes a page on its own: give the exports or --markdown in another call",

@@ -149,6 +149,12 @@ pub fn outputs() -> Vec<Output> {
             of::<sandglass::compare::Report>,
         ),
         fixed(
+            "merge",
+            sandglass::merge::JSON_SCHEMA,
+            "report --merge --json",
+            of::<sandglass::merge::Merged>,
+        ),
+        fixed(
             "runs",
             crate::runs::JSON_SCHEMA,
             "runs list --json",

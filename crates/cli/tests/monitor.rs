@@ -578,3 +578,30 @@ fn urlencode(s: &str) -> String {
         })
         .collect()
 }
+
+/// The example alert rules in contrib/ load, and fire as their unit tests say (p99 above the
+/// threshold for 5 minutes, any missed release, a monitor that stopped answering).
+#[test]
+fn the_example_alert_rules_pass_promtool() {
+    let Some(promtool) = find("promtool") else {
+        skip("promtool is not installed (Debian: apt-get install prometheus)");
+        return;
+    };
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../contrib/prometheus");
+    for args in [
+        ["check", "rules", "sandglass-alerts.yml"],
+        ["test", "rules", "sandglass-alerts.test.yml"],
+    ] {
+        let out = Command::new(&promtool)
+            .args(args)
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "promtool {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Every versioned output, as `sandglass schema` names them.
-const KINDS: [&str; 31] = [
+const KINDS: [&str; 32] = [
     "timer",
     "noise",
     "hourglass",
@@ -30,6 +30,7 @@ const KINDS: [&str; 31] = [
     "bench-timer-overhead",
     "bench-budget",
     "compare",
+    "merge",
     "runs",
     "sysinfo",
     "study-record",
@@ -620,6 +621,32 @@ fn compare_json_matches_its_schema() {
             "/comparisons/0/changes/0/baseline",
         ],
     );
+}
+
+#[test]
+fn merge_json_matches_its_schema() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs: Vec<String> = (0..2u64)
+        .map(|k| {
+            let dir = tmp.path().join(format!("r{k}"));
+            let samples: Vec<(u64, u64, i64, i64, bool)> = (0..1_000u64)
+                .map(|i| {
+                    (
+                        k,
+                        i,
+                        i as i64 * 1_000_000,
+                        (10_000 + i * 53 % 9_000) as i64,
+                        i % 97 == 0,
+                    )
+                })
+                .collect();
+            sandglass_report::export::fixture::timer_run(&dir, &samples).unwrap();
+            dir.display().to_string()
+        })
+        .collect();
+    let v = json_of(&["report", "--merge", &runs[0], &runs[1], "--json"]);
+    assert_eq!(v["merged"]["count"], 2_000);
+    check("merge", &v, &[]);
 }
 
 #[test]

@@ -13,6 +13,7 @@ pub mod hourglass;
 pub mod html;
 pub mod load;
 pub mod markdown;
+pub mod merge;
 pub mod microbench;
 pub mod noise;
 pub mod study;

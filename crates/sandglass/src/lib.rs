@@ -24,6 +24,7 @@ pub mod hourglass;
 pub mod inputs;
 pub mod live;
 pub mod load;
+pub mod merge;
 pub mod microbench;
 pub mod model;
 pub mod monitor;
