@@ -74,6 +74,10 @@ enum Command {
     /// Timer latency without end, in catalogued hourly segments with a duty cycle and
     /// retention, served to Prometheus at /metrics (ends cleanly on SIGTERM or Ctrl-C)
     Monitor(monitor::MonitorArgs),
+    /// A live per-CPU table of timer latency, redrawn every second like `rtla timerlat top`
+    /// (current, min, mean, max, p99 of the last 10 s, missed releases); the same as `sandglass
+    /// monitor --top`, so every sample is kept as segments; q quits
+    Top(monitor::MonitorArgs),
     /// The catalog of runs and studies: list, show, rm, import, rebuild
     Runs(runs::RunsArgs),
     /// Key figures of timer or noise runs side by side, regressions flagged, and gates for CI
@@ -166,7 +170,7 @@ fn main() -> ExitCode {
         Command::Quick(a) => a.quiet.quiet,
         Command::Bench(a) => a.quiet.quiet,
         Command::Load(a) => a.quiet.quiet,
-        Command::Monitor(a) => a.quiet.quiet,
+        Command::Monitor(a) | Command::Top(a) => a.quiet.quiet,
         Command::Hourglass { args } => hourglass::quiet(args),
         _ => false,
     });
@@ -180,7 +184,8 @@ fn main() -> ExitCode {
         Command::Load(a) => load::load(a),
         Command::Noise(a) => noise::noise(a),
         Command::Compare(a) => compare::compare(a),
-        Command::Monitor(a) => monitor::monitor(a),
+        Command::Monitor(a) => monitor::monitor(a, false),
+        Command::Top(a) => monitor::monitor(a, true),
         Command::Runs(a) => runs::runs(a),
         Command::Report(a) => report::report(a),
         Command::Calibrate(a) => calibrate::calibrate(a),
@@ -190,7 +195,7 @@ fn main() -> ExitCode {
         Command::Completions { shell } => discover::completions(Cli::command(), *shell),
     };
     // SIGTERM and Ctrl-C are how a monitor ends: its exit code says only whether it failed.
-    let ends_on_signal = matches!(cli.command, Command::Monitor(_));
+    let ends_on_signal = matches!(cli.command, Command::Monitor(_) | Command::Top(_));
     match result {
         Ok(0) if ends_on_signal => ExitCode::SUCCESS,
         // A run that SIGINT or SIGTERM ended early has printed and kept what it measured, and

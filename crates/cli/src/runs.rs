@@ -69,11 +69,32 @@ pub enum RunsCommand {
         #[arg(long)]
         force: bool,
     },
-    /// Verify a run or study directory and add it to the catalog (nothing is added when any
-    /// file is damaged)
+    /// Verify a run or study directory and add it to the catalog, or unpack an archive of
+    /// `runs pack` into the runs directory and add its runs (nothing is added when any file is
+    /// damaged)
     Import {
-        /// The run or study directory
+        /// The run or study directory, or an archive written by `runs pack`
         dir: PathBuf,
+    },
+    /// Write runs and studies, each verified against its checksums, into one archive to move
+    /// to another host (`runs import ARCHIVE` there); gzip-compressed tar
+    Pack {
+        /// Run or study ids (or unique prefixes), or directories
+        #[arg(required = true, num_args = 1..)]
+        ids: Vec<String>,
+        /// The archive to write, such as runs.tar.gz; an existing file is never overwritten
+        #[arg(short, long, value_name = "FILE")]
+        output: PathBuf,
+    },
+    /// Write the catalog as Parquet for DuckDB, Spark or Trino: DIR/runs.parquet (one row per
+    /// run: host, kernel, times, key figures) and DIR/histograms.parquet (each timer and noise
+    /// run's histogram buckets per CPU); the list's filters choose the runs
+    Export {
+        /// The directory to write into (created when missing; the two files are replaced)
+        #[arg(long, value_name = "DIR")]
+        parquet: PathBuf,
+        #[command(flatten)]
+        filter: ListArgs,
     },
     /// Recreate the catalog from the run and study directories
     Rebuild {
@@ -563,7 +584,57 @@ fn rm(id: &str, force: bool) -> Result<u8, Failure> {
     Ok(0)
 }
 
+/// `runs pack`.
+fn pack(ids: &[String], output: &Path) -> Result<u8, Failure> {
+    if output.exists() {
+        return Err(Failure::usage(format!(
+            "-o {}: the file exists; give a new name",
+            output.display()
+        )));
+    }
+    let dirs = ids
+        .iter()
+        .map(|i| crate::common::resolve_run(i).map_err(Failure::usage))
+        .collect::<Result<Vec<_>, _>>()?;
+    let bytes = store::pack::pack(&dirs, output).map_err(|e| Failure::runtime(e.to_string()))?;
+    write_out(&format!(
+        "packed {} run(s) into {} ({bytes} bytes); on the other host: sandglass runs import {}\n",
+        dirs.len(),
+        output.display(),
+        output.display()
+    ))?;
+    Ok(0)
+}
+
+/// `runs import ARCHIVE`.
+fn import_archive(archive: &Path) -> Result<u8, Failure> {
+    let base = store::default_base();
+    let added = store::pack::unpack(archive, &base).map_err(|e| match e {
+        store::pack::PackError::Io { .. } => Failure::runtime(e.to_string()),
+        _ => Failure::usage(e.to_string()),
+    })?;
+    let mut c = open(&base)?;
+    let mut text = String::new();
+    for d in &added {
+        let ids = c.index(d).map_err(fail)?;
+        if let Some(e) = ids.first().and_then(|i| c.get(i).ok().flatten()) {
+            text += &format!(
+                "imported {} {} ({}): {}\n",
+                e.kind,
+                e.id,
+                e.state,
+                e.path.display()
+            );
+        }
+    }
+    write_out(&text)?;
+    Ok(0)
+}
+
 fn import(dir: &Path) -> Result<u8, Failure> {
+    if dir.is_file() {
+        return import_archive(dir);
+    }
     if !dir.is_dir() {
         return Err(Failure::usage(format!(
             "{}: no such directory; give a run or study directory",
@@ -635,6 +706,36 @@ fn rebuild(as_json: bool) -> Result<u8, Failure> {
     Ok(0)
 }
 
+/// `runs export --parquet DIR`.
+fn export_parquet(dir: &Path, a: &ListArgs) -> Result<u8, Failure> {
+    if a.json {
+        return Err(Failure::usage(
+            "--json: runs export writes Parquet files and prints one line; leave --json out",
+        ));
+    }
+    let Some(c) = open_existing()? else {
+        return Err(Failure::usage(format!(
+            "nothing to export: {} does not exist (set SANDGLASS_RUNS_DIR to the runs directory)",
+            store::default_base().display()
+        )));
+    };
+    let f = filter(&c, a)?;
+    let entries = c.list(&f).map_err(fail)?;
+    let out = sandglass::fleet::export(&entries, dir)
+        .map_err(|e| Failure::runtime(format!("--parquet {}: {e}", dir.display())))?;
+    for (id, why) in &out.skipped {
+        eprintln!("sandglass: warning: {id}: its histograms were left out: {why}");
+    }
+    write_out(&format!(
+        "wrote {} ({} runs) and {} ({} histogram rows)\n",
+        dir.join("runs.parquet").display(),
+        out.runs,
+        dir.join("histograms.parquet").display(),
+        out.histogram_rows
+    ))?;
+    Ok(0)
+}
+
 pub fn runs(a: &RunsArgs) -> Result<u8, Failure> {
     match &a.command {
         None => list(&a.list),
@@ -642,6 +743,8 @@ pub fn runs(a: &RunsArgs) -> Result<u8, Failure> {
         Some(RunsCommand::Show { id, json }) => show(id, *json),
         Some(RunsCommand::Rm { id, force }) => rm(id, *force),
         Some(RunsCommand::Import { dir }) => import(dir),
+        Some(RunsCommand::Pack { ids, output }) => pack(ids, output),
         Some(RunsCommand::Rebuild { json }) => rebuild(*json),
+        Some(RunsCommand::Export { parquet, filter }) => export_parquet(parquet, filter),
     }
 }

@@ -76,3 +76,209 @@ fn merging_runs_of_different_kinds_is_refused() {
     let out = run_in(tmp.path(), &["report", "--merge"]);
     assert_eq!(out.code, Some(2), "{}", out.stderr);
 }
+
+/// `runs export --parquet`: one row per run in runs.parquet, and the histograms' buckets whose
+/// counts add up to each run's samples.
+#[test]
+fn runs_export_writes_one_row_per_run_and_every_bucket() {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    use parquet::record::RowAccessor;
+    let runs = tempfile::tempdir().unwrap();
+    let lateness = |k: u64, i: u64| (10_000 + (i * 7919 + k * 13) % 50_000) as i64;
+    for k in 0..3u64 {
+        let dir = runs.path().join(format!("2026112{k}-120000-timer-000{k}"));
+        let samples: Vec<(u64, u64, i64, i64, bool)> = (0..500u64)
+            .map(|i| {
+                (
+                    i / 250,
+                    i % 250,
+                    i as i64 * 1_000_000,
+                    lateness(k, i),
+                    false,
+                )
+            })
+            .collect();
+        sandglass_report::export::fixture::timer_run(&dir, &samples).unwrap();
+    }
+    let out_dir = runs.path().join("export");
+    let out = run_in(
+        runs.path(),
+        &["runs", "export", "--parquet", out_dir.to_str().unwrap()],
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(out.stdout.contains("(3 runs)"), "{}", out.stdout);
+    let open = |name: &str| {
+        SerializedFileReader::new(std::fs::File::open(out_dir.join(name)).unwrap()).unwrap()
+    };
+    let r = open("runs.parquet");
+    assert_eq!(r.metadata().file_metadata().num_rows(), 3);
+    let mut counts = 0i64;
+    for row in r.get_row_iter(None).unwrap() {
+        let row = row.unwrap();
+        assert_eq!(row.get_string(1).unwrap(), "timer");
+        counts += row.get_long(12).unwrap();
+    }
+    assert_eq!(counts, 1_500);
+    let h = open("histograms.parquet");
+    let mut per_run: std::collections::BTreeMap<String, i64> = Default::default();
+    for row in h.get_row_iter(None).unwrap() {
+        let row = row.unwrap();
+        *per_run
+            .entry(row.get_string(0).unwrap().clone())
+            .or_default() += row.get_long(7).unwrap();
+    }
+    assert_eq!(per_run.len(), 3);
+    assert!(per_run.values().all(|&n| n == 500), "{per_run:?}");
+    // The filters choose the runs.
+    let out = run_in(
+        runs.path(),
+        &[
+            "runs",
+            "export",
+            "--parquet",
+            out_dir.to_str().unwrap(),
+            "--kind",
+            "noise",
+        ],
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(out.stdout.contains("(0 runs)"), "{}", out.stdout);
+    assert_eq!(
+        open("runs.parquet").metadata().file_metadata().num_rows(),
+        0
+    );
+}
+
+/// `runs pack` then `runs import ARCHIVE` on another runs directory: the runs arrive with
+/// every file verified and enter its catalog; a second import of the same archive is refused.
+#[test]
+fn runs_pack_and_import_move_runs_with_their_checksums() {
+    let from = tempfile::tempdir().unwrap();
+    let to = tempfile::tempdir().unwrap();
+    let mut ids = Vec::new();
+    for k in 0..2u64 {
+        let id = format!("2026112{k}-130000-timer-00a{k}");
+        let samples: Vec<(u64, u64, i64, i64, bool)> = (0..100u64)
+            .map(|i| (0, i, i as i64 * 1_000_000, 5_000 + i as i64, false))
+            .collect();
+        sandglass_report::export::fixture::timer_run(&from.path().join(&id), &samples).unwrap();
+        ids.push(id);
+    }
+    let archive = from.path().join("moved.tar.gz");
+    let out = run_in(
+        from.path(),
+        &[
+            "runs",
+            "pack",
+            &ids[0],
+            &ids[1],
+            "-o",
+            archive.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    // Never over an existing file.
+    let again = run_in(
+        from.path(),
+        &["runs", "pack", &ids[0], "-o", archive.to_str().unwrap()],
+    );
+    assert_eq!(again.code, Some(2), "{}", again.stderr);
+    let out = run_in(to.path(), &["runs", "import", archive.to_str().unwrap()]);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(
+        out.stdout.matches("imported timer").count(),
+        2,
+        "{}",
+        out.stdout
+    );
+    let listed = run_in(to.path(), &["runs", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&listed.stdout).unwrap();
+    assert_eq!(v["runs"].as_array().unwrap().len(), 2, "{v}");
+    let shown = run_in(to.path(), &["runs", "show", &ids[1]]);
+    assert_eq!(shown.code, Some(0), "{}", shown.stderr);
+    let twice = run_in(to.path(), &["runs", "import", archive.to_str().unwrap()]);
+    assert_eq!(twice.code, Some(2), "{}", twice.stderr);
+    assert!(twice.stderr.contains("already in"), "{}", twice.stderr);
+    // Nothing was left behind by the refused import.
+    let hidden = std::fs::read_dir(to.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(".import"))
+        .count();
+    assert_eq!(hidden, 0);
+}
+
+/// An archive whose run was altered, or that reaches outside its directory, adds nothing.
+#[test]
+fn damaged_or_hostile_archives_import_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("src/20261127-130000-timer-00b0");
+    sandglass_report::export::fixture::timer_run(&run, &[(0, 0, 0, 5_000, false)]).unwrap();
+    let build = |name: &str, alter: &dyn Fn(&mut tar::Builder<Vec<u8>>)| {
+        let mut b = tar::Builder::new(Vec::new());
+        alter(&mut b);
+        let path = tmp.path().join(name);
+        std::fs::write(&path, b.into_inner().unwrap()).unwrap();
+        path
+    };
+    // A file changed after its manifest recorded its checksum.
+    let altered = build("altered.tar", &|b| {
+        for e in std::fs::read_dir(&run).unwrap().flatten() {
+            let mut data = std::fs::read(e.path()).unwrap();
+            if e.file_name() == "summary.json" {
+                data.extend_from_slice(b" ");
+            }
+            let mut h = tar::Header::new_gnu();
+            h.set_size(data.len() as u64);
+            h.set_mode(0o644);
+            h.set_cksum();
+            b.append_data(
+                &mut h,
+                format!(
+                    "20261127-130000-timer-00b0/{}",
+                    e.file_name().to_string_lossy()
+                ),
+                &data[..],
+            )
+            .unwrap();
+        }
+    });
+    // An entry that climbs out, written raw (the builder refuses such names).
+    let escape = build("escape.tar", &|b| {
+        let data = b"x";
+        let mut h = tar::Header::new_old();
+        h.as_old_mut().name[..9].copy_from_slice(b"../evil.t");
+        h.set_size(1);
+        h.set_mode(0o644);
+        h.set_cksum();
+        b.append(&h, &data[..]).unwrap();
+    });
+    let link = build("link.tar", &|b| {
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(tar::EntryType::Symlink);
+        h.set_size(0);
+        h.set_cksum();
+        b.append_link(&mut h, "20261127-130000-timer-00b1", "/etc")
+            .unwrap();
+    });
+    let runs = tmp.path().join("runs");
+    for (archive, what) in [
+        (&altered, "summary.json"),
+        (&escape, "../evil.t is not a relative path"),
+        (&link, "not a file or a directory"),
+    ] {
+        let out = run_in(&runs, &["runs", "import", archive.to_str().unwrap()]);
+        assert_eq!(out.code, Some(2), "{}", out.stderr);
+        assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+        assert!(out.stderr.contains(what), "{what}: {}", out.stderr);
+        let left: Vec<_> = std::fs::read_dir(&runs)
+            .map(|rd| rd.flatten().map(|e| e.file_name()).collect())
+            .unwrap_or_default();
+        assert!(
+            left.iter()
+                .all(|n| n.to_string_lossy().starts_with("catalog")),
+            "{left:?}"
+        );
+    }
+    assert!(!tmp.path().join("evil.t").exists());
+}

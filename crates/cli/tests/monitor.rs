@@ -605,3 +605,143 @@ fn the_example_alert_rules_pass_promtool() {
         );
     }
 }
+
+/// `sandglass top` in a pseudo-terminal of 80 columns: a table with one row per measured CPU,
+/// redrawn, that `q` ends with exit 0, the terminal restored and the segment catalogued.
+#[test]
+fn top_shows_one_row_per_cpu_in_a_terminal_and_quits_on_q() {
+    let _machine = lock();
+    let runs = tempfile::tempdir().unwrap();
+    let (mut master, mut child) = in_a_terminal(runs.path(), &["top", "-c", "1"]);
+    let screen = read_until(&mut master, |s| {
+        s.contains("RELEASES") && s.contains("MISSED")
+    });
+    // A second redraw counts on.
+    std::thread::sleep(Duration::from_millis(1_500));
+    let more = read_until(&mut master, |s| s.contains("P99 10s"));
+    master.write_all(b"q").unwrap();
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "top did not quit on q"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let tail = read_until(&mut master, |_| true);
+    assert_eq!(status.code(), Some(0), "{screen}{more}{tail}");
+    // The table's row for CPU 1: the cell after a border, then figures.
+    let plain = strip_ansi(&(screen + &more));
+    assert!(
+        plain
+            .lines()
+            .any(|l| l.trim_start_matches(['│', ' ']).starts_with("1 ")),
+        "{plain}"
+    );
+    // The alternate screen was left.
+    assert!(tail.contains("\x1b[?1049l"), "{tail:?}");
+    let listed = runs_json(runs.path());
+    assert_eq!(listed["runs"].as_array().unwrap().len(), 1, "{listed}");
+}
+
+#[test]
+fn top_without_a_terminal_is_a_usage_error() {
+    let runs = tempfile::tempdir().unwrap();
+    let out = run_in(runs.path(), &["top", "-c", "1"]);
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(out.stderr.contains("needs a terminal"), "{}", out.stderr);
+}
+
+/// Starts `sandglass ARGS` on a new pseudo-terminal of 80×24 (its stdin, stdout and stderr);
+/// returns the master side and the process.
+fn in_a_terminal(runs: &std::path::Path, args: &[&str]) -> (std::fs::File, Child) {
+    use std::os::fd::FromRawFd;
+    let (mut m, mut s) = (0, 0);
+    let size = libc::winsize {
+        ws_row: 24,
+        ws_col: 80,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: both pointers are valid for the call; the name and termios may be null.
+    let r = unsafe {
+        libc::openpty(
+            &mut m,
+            &mut s,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            &size,
+        )
+    };
+    assert_eq!(r, 0, "openpty failed");
+    // SAFETY: openpty returned two open descriptors that nothing else owns.
+    let (master, slave) = unsafe { (std::fs::File::from_raw_fd(m), std::fs::File::from_raw_fd(s)) };
+    let child = Command::new(assert_cmd::cargo::cargo_bin("sandglass"))
+        .args(args)
+        .env("SANDGLASS_RUNS_DIR", runs)
+        .env("SANDGLASS_RUNTIME_DIR", runtime_for(runs))
+        .env("TERM", "xterm-256color")
+        .stdin(slave.try_clone().unwrap())
+        .stdout(slave.try_clone().unwrap())
+        .stderr(slave)
+        .spawn()
+        .unwrap();
+    (master, child)
+}
+
+/// Reads the terminal until `done` holds for what was read (or 20 s pass).
+fn read_until(master: &mut std::fs::File, done: impl Fn(&str) -> bool) -> String {
+    use std::os::fd::AsRawFd;
+    let mut text = String::new();
+    let end = Instant::now() + Duration::from_secs(20);
+    let mut buf = [0u8; 65536];
+    loop {
+        let mut p = libc::pollfd {
+            fd: master.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        let ready = unsafe { libc::poll(&mut p, 1, 200) };
+        if ready > 0 {
+            match master.read(&mut buf) {
+                Ok(n) if n > 0 => text.push_str(&String::from_utf8_lossy(&buf[..n])),
+                _ => break,
+            }
+        } else if done(&text) || Instant::now() > end {
+            break;
+        }
+        if done(&text) && ready <= 0 {
+            break;
+        }
+    }
+    text
+}
+
+/// `text` without its ANSI escape sequences (cursor moves become nothing, so words that a
+/// redraw placed apart may touch; the tests look for cells, not layout).
+fn strip_ansi(text: &str) -> String {
+    let mut out = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            if chars.peek() == Some(&'[') {
+                chars.next();
+                // Parameters, then one final byte in @..~.
+                for d in chars.by_ref() {
+                    if ('@'..='~').contains(&d) {
+                        break;
+                    }
+                }
+            }
+            // A cursor position often starts a new row.
+            out.push('\n');
+            continue;
+        }
+        out.push(c);
+    }
+    out
+}

@@ -19,6 +19,7 @@ pub mod cpulock;
 pub mod duration;
 pub mod engine;
 pub mod experiments;
+pub mod fleet;
 pub mod histo;
 pub mod hourglass;
 pub mod inputs;

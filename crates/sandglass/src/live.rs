@@ -60,6 +60,9 @@ pub struct LiveCpu {
     sum_ns: AtomicU64,
     /// The latest release's lateness, ns.
     current_ns: AtomicI64,
+    /// The smallest and largest lateness so far, ns.
+    min_ns: AtomicI64,
+    max_ns: AtomicI64,
     /// Odd while a batch is being counted.
     seq: AtomicU64,
 }
@@ -82,6 +85,9 @@ pub struct CpuSnapshot {
     pub missed: u64,
     pub sum_ns: u64,
     pub current_ns: i64,
+    /// `i64::MAX` and `i64::MIN` before the first release.
+    pub min_ns: i64,
+    pub max_ns: i64,
 }
 
 impl LiveCpu {
@@ -93,6 +99,8 @@ impl LiveCpu {
             missed: AtomicU64::new(0),
             sum_ns: AtomicU64::new(0),
             current_ns: AtomicI64::new(0),
+            min_ns: AtomicI64::new(i64::MAX),
+            max_ns: AtomicI64::new(i64::MIN),
             seq: AtomicU64::new(0),
         }
     }
@@ -117,6 +125,8 @@ impl LiveCpu {
             self.missed.fetch_add(1, Relaxed);
         }
         self.current_ns.store(late_ns, Relaxed);
+        self.min_ns.fetch_min(late_ns, Relaxed);
+        self.max_ns.fetch_max(late_ns, Relaxed);
     }
 
     /// The figures between two batches.
@@ -134,6 +144,8 @@ impl LiveCpu {
                 missed: self.missed.load(Relaxed),
                 sum_ns: self.sum_ns.load(Relaxed),
                 current_ns: self.current_ns.load(Relaxed),
+                min_ns: self.min_ns.load(Relaxed),
+                max_ns: self.max_ns.load(Relaxed),
             };
             fence(Ordering::Acquire);
             if self.seq.load(Relaxed) == before {
@@ -147,6 +159,11 @@ impl CpuSnapshot {
     /// Samples counted in the buckets.
     pub fn count(&self) -> u64 {
         self.buckets.iter().sum()
+    }
+
+    /// The mean lateness, ns.
+    pub fn mean_ns(&self) -> Option<f64> {
+        (self.releases > 0).then(|| self.sum_ns as f64 / self.releases as f64)
     }
 
     /// The quantile `q` of the samples between this snapshot and an `earlier` one, as

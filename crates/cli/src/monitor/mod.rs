@@ -3,6 +3,7 @@
 
 mod http;
 mod metrics;
+mod top;
 
 use crate::common::{cpus_arg, pm_qos_arg, policy_arg, time_arg, Console, Failure, QuietFlag};
 use clap::Args;
@@ -69,6 +70,10 @@ pub struct MonitorArgs {
     /// thread uses)
     #[arg(long)]
     pub main_cpu: Option<String>,
+    /// Show a per-CPU table of the live figures, redrawn every second (as `sandglass top`);
+    /// q quits
+    #[arg(long)]
+    pub top: bool,
     #[command(flatten)]
     pub quiet: QuietFlag,
 }
@@ -197,37 +202,62 @@ pub fn config(a: &MonitorArgs) -> Result<MonitorConfig, Failure> {
 }
 
 /// Prints what the monitor says: warnings and notes as a run does, each text once however
-/// many segments repeat it, and one line per segment.
+/// many segments repeat it, and one line per segment. While the live table is on the screen
+/// (`held` is `Some`), the lines wait there and are printed after it.
 struct MonitorConsole {
     inner: Console,
     said: std::collections::HashSet<String>,
+    held: Option<Vec<String>>,
+}
+
+impl MonitorConsole {
+    /// Prints `line` (to standard error), or keeps it while the live table is shown.
+    fn say(&mut self, line: String) {
+        if crate::common::quiet() {
+            return;
+        }
+        match &mut self.held {
+            Some(h) => h.push(line),
+            None => {
+                self.inner.clear();
+                eprintln!("{line}");
+            }
+        }
+    }
+
+    /// Prints the lines kept while the table was shown.
+    fn release(&mut self) {
+        for line in self.held.take().unwrap_or_default() {
+            eprintln!("{line}");
+        }
+    }
 }
 
 impl Observer for MonitorConsole {
     fn warning(&mut self, w: &Warning) {
         if self.said.insert(w.message.clone()) {
-            self.inner.warning(w);
+            self.say(format!("sandglass: warning: {}", w.message));
         }
     }
     fn note(&mut self, text: &str) {
         if self.said.insert(text.to_string()) {
-            self.inner.note(text);
+            self.say(format!("sandglass: {text}"));
         }
     }
     fn progress(&mut self, elapsed: Nanos, total: Nanos) {
-        self.inner.progress(elapsed, total);
+        if self.held.is_none() {
+            self.inner.progress(elapsed, total);
+        }
     }
     fn live(&mut self, elapsed: Nanos, rows: &[LiveRow]) {
-        self.inner.live(elapsed, rows);
+        if self.held.is_none() {
+            self.inner.live(elapsed, rows);
+        }
     }
 }
 
 impl MonitorObserver for MonitorConsole {
     fn segment(&mut self, r: &TimerResult) {
-        if crate::common::quiet() {
-            return;
-        }
-        self.inner.clear();
         let releases: u64 = r.cpus.iter().map(|c| c.count).sum();
         let missed: u64 = r.cpus.iter().map(|c| c.missed_releases).sum();
         let worst =
@@ -236,21 +266,25 @@ impl MonitorObserver for MonitorConsole {
             Some(p) => format!("p99 {}, max {}", Nanos(p.p99), Nanos(p.max.max(0) as u64)),
             None => "no releases".to_string(),
         };
-        eprintln!(
+        self.say(format!(
             "sandglass: segment {} {}: {releases} releases, {figures}, {missed} missed",
             r.run.run_id,
             r.run.state.name(),
-        );
+        ));
     }
     fn removed(&mut self, e: &sandglass::catalog::Entry, why: &str) {
-        if crate::common::quiet() {
-            return;
-        }
-        eprintln!("sandglass: removed segment {} ({why})", e.id);
+        self.say(format!("sandglass: removed segment {} ({why})", e.id));
     }
 }
 
-pub fn monitor(a: &MonitorArgs) -> Result<u8, Failure> {
+/// `sandglass monitor`, or with `top` (`sandglass top`, `--top`) the live table.
+pub fn monitor(a: &MonitorArgs, top: bool) -> Result<u8, Failure> {
+    let top = top || a.top;
+    if top && !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        return Err(Failure::usage(
+            "the live table needs a terminal: run it in one, or leave --top out (and use --listen for other tools)",
+        ));
+    }
     let config = config(a)?;
     let listen = a.listen.as_deref().map(listen_arg).transpose()?;
     let ctx = RunContext {
@@ -288,10 +322,32 @@ pub fn monitor(a: &MonitorArgs) -> Result<u8, Failure> {
     let mut console = MonitorConsole {
         inner: Console::new(),
         said: Default::default(),
+        held: top.then(Vec::new),
+    };
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let display = if top {
+        let title = format!(
+            "sandglass top: timer latency every {}, {}",
+            config.timer.interval_ns, config.timer.policy
+        );
+        let (live, stop) = (live.clone(), stop.clone());
+        Some(
+            std::thread::Builder::new()
+                .name("sg-top".into())
+                .spawn(move || top::run(live, stop, title))
+                .map_err(|e| Failure::runtime(format!("the live table cannot start: {e}")))?,
+        )
+    } else {
+        None
     };
     let result = monitor::run(&config, &ctx, &mut console, live, |r| {
         crate::common::register(std::path::Path::new(&r.run.run_dir));
     });
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    if let Some(d) = display {
+        let _ = d.join();
+    }
+    console.release();
     if let Some(s) = server {
         s.stop();
     }

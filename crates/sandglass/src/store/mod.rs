@@ -24,6 +24,7 @@
 
 pub mod append;
 pub mod data;
+pub mod pack;
 pub mod table;
 
 use crate::system::SystemSnapshot;
