@@ -307,7 +307,21 @@ pub fn monitor(a: &MonitorArgs, top: bool) -> Result<u8, Failure> {
     let server = match listen {
         Some(addr) => Some(
             http::Server::start(addr, metrics::Exposition::new(live.clone()), &spare)
-                .map_err(|e| Failure::runtime(format!("--listen {addr}: {e}")))?,
+                .map_err(|e| {
+                    let hint = match e.kind() {
+                        std::io::ErrorKind::AddrInUse => {
+                            "; another process listens there: choose another port"
+                        }
+                        std::io::ErrorKind::AddrNotAvailable => {
+                            "; the address is not one of this machine's: give 127.0.0.1 or one of its own"
+                        }
+                        std::io::ErrorKind::PermissionDenied => {
+                            "; ports below 1024 need privileges: choose a port such as 9474"
+                        }
+                        _ => "",
+                    };
+                    Failure::runtime(format!("--listen {addr}: {e}{hint}"))
+                })?,
         ),
         None => None,
     };
