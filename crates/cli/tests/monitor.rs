@@ -747,3 +747,27 @@ fn strip_ansi(text: &str) -> String {
     }
     out
 }
+
+/// A segment that fails (here a thread that never stops, so the watchdog ends it) ends the
+/// monitor with exit code 1, for a service manager to restart it; the segment is kept.
+#[test]
+fn a_failed_segment_ends_the_monitor_with_exit_code_1() {
+    let _machine = lock();
+    let runs = tempfile::tempdir().unwrap();
+    let out = assert_cmd::Command::cargo_bin("sandglass")
+        .unwrap()
+        .args(["monitor", "-c", "1", "--segment", "1s", "--segments", "3"])
+        .env("SANDGLASS_RUNS_DIR", runs.path())
+        .env("SANDGLASS_RUNTIME_DIR", runtime_for(runs.path()))
+        .env("SANDGLASS_FAULT", "stuck-thread=0")
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains(" watchdog: "), "{stderr}");
+    let listed = runs_json(runs.path());
+    let rows = listed["runs"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{listed}");
+    assert_eq!(rows[0]["state"], "watchdog");
+}

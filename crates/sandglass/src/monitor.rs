@@ -48,9 +48,13 @@ pub trait MonitorObserver: Observer {
     fn removed(&mut self, _entry: &Entry, _why: &str) {}
 }
 
-/// The command line's marker of a monitor's segment.
+/// The command line's marker of a monitor's segment (`sandglass monitor` or `sandglass top`).
 pub fn is_segment(e: &Entry) -> bool {
-    e.kind == "timer" && e.command_line.get(1).map(String::as_str) == Some("monitor")
+    e.kind == "timer"
+        && matches!(
+            e.command_line.get(1).map(String::as_str),
+            Some("monitor" | "top")
+        )
 }
 
 /// Bytes used by the files of `dir` (not following links).
@@ -195,20 +199,36 @@ fn stop_pending() -> bool {
         || signal::wait_timeout(&[signal::SIGINT, signal::SIGTERM], 0).is_some()
 }
 
+/// How the monitor ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ended {
+    /// Segments run.
+    pub segments: u64,
+    /// The last segment's state: `completed` (the segments asked for ran), `interrupted` (a
+    /// signal, the normal end), or a failure (`incomplete` when its store could not be
+    /// written, `watchdog`) that ended the monitor.
+    pub last: Option<RunState>,
+    /// The last segment's directory and why it ended.
+    pub last_dir: String,
+    pub last_detail: String,
+}
+
 /// Runs segments until a signal (or `config.segments`), counting every release into `live`.
 /// `done` is called after each segment with its result (to catalogue it) before retention is
-/// applied. Returns how many segments ran.
+/// applied.
 pub fn run(
     config: &MonitorConfig,
     ctx: &RunContext,
     obs: &mut dyn MonitorObserver,
     live: Arc<Live>,
     mut done: impl FnMut(&TimerResult),
-) -> Result<u64, RunError> {
+) -> Result<Ended, RunError> {
     // SIGINT and SIGTERM stay blocked from here to the end: each segment's run takes them in
     // its wait, and between segments they are looked for before the next one starts.
     let _hold = crate::runner::SignalHold::block()?;
     let mut n = 0u64;
+    let mut last = None;
+    let (mut last_dir, mut last_detail) = (String::new(), String::new());
     while config.segments.is_none_or(|max| n < max) {
         if stop_pending() {
             break;
@@ -229,12 +249,20 @@ pub fn run(
         if let Err(e) = enforce(&ctx.base_dir, config.retention, obs) {
             obs.note(&format!("warning: retention not applied: {e}"));
         }
+        last = Some(result.run.state);
+        last_dir.clone_from(&result.run.run_dir);
+        last_detail.clone_from(&result.run.end_detail);
         if result.run.state != RunState::Completed {
             // Cut short by a signal, or failed: the monitor ends with it.
             break;
         }
     }
-    Ok(n)
+    Ok(Ended {
+        segments: n,
+        last,
+        last_dir,
+        last_detail,
+    })
 }
 
 #[cfg(test)]

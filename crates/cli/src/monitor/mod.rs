@@ -11,6 +11,7 @@ use sandglass::live::Live;
 use sandglass::model::{DutyCycle, TimerKind};
 use sandglass::monitor::{self, MonitorConfig, MonitorObserver, Retention};
 use sandglass::runner::{LiveRow, Observer, RunContext};
+use sandglass::store::RunState;
 use sandglass::timer::{self, TimerConfig, TimerResult};
 use sandglass::units::Nanos;
 use sandglass::warning::Warning;
@@ -365,7 +366,16 @@ pub fn monitor(a: &MonitorArgs, top: bool) -> Result<u8, Failure> {
     if let Some(s) = server {
         s.stop();
     }
-    result?;
-    // SIGTERM and SIGINT are how a monitor is meant to end: not a failure.
-    Ok(0)
+    let ended = result?;
+    // SIGTERM and SIGINT are how a monitor is meant to end: not a failure. A segment that
+    // failed (its store could not be written, a thread did not stop) ends the monitor with the
+    // run's exit code, so that a service manager restarts it.
+    match ended.last {
+        None | Some(RunState::Completed | RunState::Interrupted) => Ok(0),
+        Some(RunState::Incomplete) => Err(Failure::runtime(format!(
+            "{}: {}",
+            ended.last_dir, ended.last_detail
+        ))),
+        Some(state) => Ok(crate::common::exit_code_for(&state)),
+    }
 }
