@@ -380,10 +380,10 @@ fn hostile_http_clients_get_errors_and_the_server_stays_up() {
     assert_eq!(status(&get(m.addr, "/../etc/passwd")), 404);
     assert_eq!(status(&get(m.addr, "/healthz")), 200);
     // A slow client: half a request head, then nothing. The server closes it after its head
-    // timeout (2 s), answering 408 or nothing.
+    // timeout (2 s), without an answer (hyper sends none for a timed-out head).
     let t0 = Instant::now();
     let slow = http(m.addr, b"GET /metr");
-    assert!(slow.is_empty() || status(&slow) == 408, "{slow}");
+    assert!(slow.is_empty(), "{slow}");
     assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
     // 40 idle connections at once: 16 are held, the rest answered 503 at once.
     let idle: Vec<TcpStream> = (0..40)
