@@ -10,7 +10,8 @@ use std::io::{self, Write};
 #[derive(Args)]
 pub struct CompareArgs {
     /// Timer or noise runs: directories, or run ids (or unique prefixes) in the runs directory;
-    /// the first is the baseline
+    /// the first is the baseline. RUN+RUN+... is one side made of several runs (from many hosts
+    /// as well), their histograms merged without loss and every CPU pooled
     #[arg(required = true, num_args = 1..)]
     pub runs: Vec<String>,
     /// Fail (exit 2) when a figure of a compared run exceeds its limit, such as
@@ -35,6 +36,25 @@ pub struct CompareArgs {
 /// Every problem of compare is exit code 1: 2 means a gate was crossed.
 fn error(message: impl std::fmt::Display) -> Failure {
     Failure::runtime(message)
+}
+
+/// One side of the comparison: a run, or `RUN+RUN+...` (a directory whose own name holds a `+`
+/// is taken as it is).
+fn side(arg: &str) -> Result<Vec<std::path::PathBuf>, Failure> {
+    if !arg.contains('+') || std::path::Path::new(arg).is_dir() {
+        return Ok(vec![crate::common::resolve_run(arg).map_err(error)?]);
+    }
+    arg.split('+')
+        .map(|r| {
+            if r.trim().is_empty() {
+                Err(error(format!(
+                    "{arg}: an empty run in a group; write runs joined by +, such as RUN1+RUN2"
+                )))
+            } else {
+                crate::common::resolve_run(r).map_err(error)
+            }
+        })
+        .collect()
 }
 
 pub fn compare(a: &CompareArgs) -> Result<u8, Failure> {
@@ -67,12 +87,18 @@ pub fn compare(a: &CompareArgs) -> Result<u8, Failure> {
             .transpose()
             .map_err(|e| error(format!("--fail-regression: {e}")))?,
     };
-    let paths = a
+    let sides = a
         .runs
         .iter()
-        .map(|r| crate::common::resolve_run(r).map_err(error))
+        .map(|r| side(r))
         .collect::<Result<Vec<_>, _>>()?;
-    let runs = compare::load_all(&paths).map_err(|e| error(e.to_string()))?;
+    let runs = if sides.iter().all(|s| s.len() == 1) {
+        let paths: Vec<_> = sides.into_iter().flatten().collect();
+        compare::load_all(&paths)
+    } else {
+        sides.iter().map(|s| compare::load_group(s)).collect()
+    }
+    .map_err(|e| error(e.to_string()))?;
     let report = compare::compare(&runs, &options).map_err(|e| error(e.to_string()))?;
     if a.json {
         print_json(&report)?;

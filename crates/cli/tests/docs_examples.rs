@@ -283,24 +283,28 @@ fn adapt(cmd: &str, f: &Fixtures, cwd: &Path) -> String {
         } else if w == "DIR" {
             path(&cwd.join(format!("out-{i}")))
         } else {
-            let mut s = w.to_string();
-            for (from, to) in [
-                ("RUN|STUDY", path(&f.timer)),
-                ("HOURGLASS_RUN", path(&f.hourglass)),
-                ("STUDY", path(&f.study)),
-                ("BASELINE", path(&f.baseline)),
-                ("baseline-run", path(&f.baseline)),
-                ("NEW", path(&f.new)),
-                ("new-run", path(&f.new)),
-            ] {
-                if s == from {
-                    s = to;
+            // A `compare` side may join runs with `+`: each part is mapped.
+            let part = |w: &str| {
+                let mut s = w.to_string();
+                for (from, to) in [
+                    ("RUN|STUDY", path(&f.timer)),
+                    ("HOURGLASS_RUN", path(&f.hourglass)),
+                    ("STUDY", path(&f.study)),
+                    ("BASELINE", path(&f.baseline)),
+                    ("baseline-run", path(&f.baseline)),
+                    ("NEW", path(&f.new)),
+                    ("new-run", path(&f.new)),
+                ] {
+                    if s == from {
+                        s = to;
+                    }
                 }
-            }
-            if s == "RUN" || s.starts_with("RUN@") || s.starts_with("RUN/") {
-                s = s.replacen("RUN", &path(&f.timer), 1);
-            }
-            s
+                if s == "RUN" || s.starts_with("RUN@") || s.starts_with("RUN/") {
+                    s = s.replacen("RUN", &path(&f.timer), 1);
+                }
+                s
+            };
+            w.split('+').map(part).collect::<Vec<_>>().join("+")
         };
         out.push(mapped);
         i += 1;

@@ -43,7 +43,16 @@ fn merging_two_runs_gives_the_histogram_of_all_their_samples() {
     let expected = sandglass::histo::percentiles(&all, None, None).unwrap();
     let got: sandglass::histo::Percentiles =
         serde_json::from_value(merged["merged"].clone()).unwrap();
-    assert_eq!(got, expected);
+    // Mean and standard deviation are sums in a different order: equal to the last bits.
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0);
+    assert!(close(got.mean, expected.mean), "{got:?} {expected:?}");
+    assert!(close(got.stddev, expected.stddev), "{got:?} {expected:?}");
+    let exact = sandglass::histo::Percentiles {
+        mean: expected.mean,
+        stddev: expected.stddev,
+        ..got.clone()
+    };
+    assert_eq!(exact, expected);
     assert_eq!(got.count, 300 + 600);
     assert_eq!(merged["missed"], missed);
     assert_eq!(merged["runs"].as_array().unwrap().len(), 2);
@@ -75,6 +84,88 @@ fn merging_runs_of_different_kinds_is_refused() {
     assert!(out.stderr.contains("one kind"), "{}", out.stderr);
     let out = run_in(tmp.path(), &["report", "--merge"]);
     assert_eq!(out.code, Some(2), "{}", out.stderr);
+}
+
+/// `compare A+B C`: the first side is both runs merged (every sample of both, all CPUs pooled),
+/// compared with the third; a group with an empty member or of mixed kinds is refused.
+#[test]
+fn compare_takes_a_group_of_runs_as_one_side() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fixture = sandglass_report::export::fixture::timer_run;
+    // Run A on CPUs 1 and 2, run B on CPU 1: lateness 10..=300 µs and 2..=200 µs.
+    let a: Vec<(u64, u64, i64, i64, bool)> = (0..300)
+        .map(|i| {
+            (
+                1 + i % 2,
+                i,
+                i as i64 * 1_000_000,
+                (10 + i as i64) * 1_000,
+                false,
+            )
+        })
+        .collect();
+    let b: Vec<(u64, u64, i64, i64, bool)> = (0..199)
+        .map(|i| (1, i, i as i64 * 1_000_000, (2 + i as i64) * 1_000, i == 7))
+        .collect();
+    let c: Vec<(u64, u64, i64, i64, bool)> = (0..100)
+        .map(|i| (1, i, i as i64 * 1_000_000, 50_000, false))
+        .collect();
+    let (pa, pb, pc) = (
+        tmp.path().join("a"),
+        tmp.path().join("b"),
+        tmp.path().join("c"),
+    );
+    fixture(&pa, &a).unwrap();
+    fixture(&pb, &b).unwrap();
+    fixture(&pc, &c).unwrap();
+    let group = format!("{}+{}", pa.display(), pb.display());
+    let out = run_in(
+        tmp.path(),
+        &["compare", &group, pc.to_str().unwrap(), "--json"],
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let first = &v["figures"][0];
+    assert_eq!(first["runs"], 2, "{first}");
+    assert_eq!(first["samples"], 499, "{first}");
+    assert_eq!(first["cpus"], 3, "{first}");
+    assert_eq!(v["figures"][1]["runs"], 1);
+    // The group's figures are those of the histogram of both runs' samples together.
+    let mut all = sandglass::histo::histogram_of(std::iter::empty());
+    for s in a.iter().chain(&b) {
+        all.saturating_record(s.3 as u64);
+    }
+    let expected = sandglass::histo::percentiles(&all, None, None).unwrap();
+    let value = |name: &str| {
+        first["values"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["name"] == name)
+            .map(|f| f["value"].as_f64().unwrap())
+            .unwrap()
+    };
+    for name in ["p50", "p90", "p99", "max"] {
+        assert_eq!(value(name), expected.get(name).unwrap() as f64, "{name}");
+    }
+    assert_eq!(v["comparisons"][0]["run"], "c");
+    // The text names the group and its pooling.
+    let text = run_in(tmp.path(), &["compare", &group, pc.to_str().unwrap()]);
+    assert_eq!(text.code, Some(0), "{}", text.stderr);
+    assert!(text.stdout.contains("2 runs merged"), "{}", text.stdout);
+    assert!(text.stdout.contains("groups pooled"), "{}", text.stdout);
+    // Bad groups: one line each, exit 1 (compare's errors; 2 means a gate was crossed).
+    let n = tmp.path().join("n");
+    sandglass_report::export::fixture::noise_run(&n, &[(1, 10, 2_000)]).unwrap();
+    for (side, what) in [
+        (format!("{}+", pa.display()), "an empty run in a group"),
+        (format!("{}+{}", pa.display(), n.display()), "kind"),
+    ] {
+        let out = run_in(tmp.path(), &["compare", &side, pc.to_str().unwrap()]);
+        assert_eq!(out.code, Some(1), "{side}: {}", out.stderr);
+        assert_eq!(out.stderr.lines().count(), 1, "{side}: {}", out.stderr);
+        assert!(out.stderr.contains(what), "{side}: {}", out.stderr);
+    }
 }
 
 /// `runs export --parquet`: one row per run in runs.parquet, and the histograms' buckets whose

@@ -332,6 +332,11 @@ fn bad_monitor_flags_are_usage_errors() {
             vec!["--duty", "1%", "--duty-period", "10ms"],
             "less than one interval",
         ),
+        (
+            // Two releases of 7 ms do not fit in a cycle of 10 ms.
+            vec!["-i", "7ms", "--duty", "90%", "--duty-period", "10ms"],
+            "does not fit in --duty-period 10ms",
+        ),
         (vec!["--keep", "soon"], "--keep"),
         (vec!["--max-disk", "lots"], "--max-disk lots"),
         (vec!["--listen", "localhost"], "--listen localhost"),

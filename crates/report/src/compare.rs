@@ -32,10 +32,21 @@ pub fn write(w: &mut dyn Write, r: &Report) -> io::Result<()> {
         r.kind
     )?;
     for (i, f) in r.figures.iter().enumerate() {
+        let letter = (b'A' + (i % 26) as u8) as char;
+        if f.runs > 1 {
+            writeln!(
+                w,
+                "  {letter}: {} runs merged, {} ({} samples, {} CPUs pooled)",
+                f.runs,
+                f.run,
+                crate::text::count(f.samples as u64),
+                f.cpus,
+            )?;
+            continue;
+        }
         writeln!(
             w,
-            "  {}: {} ({} samples, {} CPU{})",
-            (b'A' + (i % 26) as u8) as char,
+            "  {letter}: {} ({} samples, {} CPU{})",
             f.path,
             crate::text::count(f.samples as u64),
             f.cpus,
@@ -43,7 +54,13 @@ pub fn write(w: &mut dyn Write, r: &Report) -> io::Result<()> {
         )?;
     }
     let mut rows: Vec<Vec<String>> = Vec::new();
-    let mut head = vec!["figure (worst CPU)".to_string()];
+    let grouped = r.figures.iter().any(|f| f.runs > 1);
+    let mut head = vec![if grouped {
+        "figure (worst CPU; groups pooled)"
+    } else {
+        "figure (worst CPU)"
+    }
+    .to_string()];
     for i in 0..r.figures.len() {
         head.push(((b'A' + (i % 26) as u8) as char).to_string());
     }

@@ -71,6 +71,9 @@ pub struct RunData {
     pub missed: u64,
     /// Every k-th sample in time order, at most [`TEST_SAMPLES`] of them.
     pub thinned: Vec<f64>,
+    /// Runs merged into this one ([`load_group`]); 1 for a single run, whose times are its
+    /// worst CPU's, where a group's pool every CPU of every run.
+    pub runs: usize,
 }
 
 impl RunData {
@@ -91,6 +94,7 @@ impl RunData {
                 .collect(),
             missed,
             thinned: samples.iter().step_by(k).map(|&x| x as f64).collect(),
+            runs: 1,
         }
     }
 }
@@ -175,7 +179,64 @@ pub fn load(path: &Path) -> Result<RunData, CompareError> {
         quantiles,
         missed,
         thinned,
+        runs: 1,
     })
+}
+
+/// Several runs as one side of a comparison (`sandglass compare A+B+C …`), from many hosts as
+/// well as one: the times are the percentiles of every sample of every run, all CPUs pooled,
+/// from their histograms added without loss ([`crate::merge`]); the missed releases and the
+/// samples add up; the sample for the tests takes from each run in proportion to its samples.
+/// One path is [`load`] of it.
+pub fn load_group(paths: &[PathBuf]) -> Result<RunData, CompareError> {
+    match paths {
+        [] => Err(CompareError::Empty {
+            run: PathBuf::from("(no runs)"),
+        }),
+        [one] => load(one),
+        _ => {
+            let merged = crate::merge::merge(paths)?;
+            let parts = load_all(paths)?;
+            Ok(pool(&parts, &merged))
+        }
+    }
+}
+
+/// The group of `parts` whose histograms `merged` added.
+fn pool(parts: &[RunData], merged: &crate::merge::Merged) -> RunData {
+    let total: u64 = parts.iter().map(|p| p.count).sum::<u64>().max(1);
+    let mut thinned = Vec::with_capacity(TEST_SAMPLES + parts.len());
+    for p in parts {
+        // This run's share of the test sample, taken evenly from its own thinned sample
+        // (which holds at least that many: min(count, TEST_SAMPLES)).
+        let want = ((TEST_SAMPLES as u128 * u128::from(p.count)).div_ceil(u128::from(total))
+            as usize)
+            .min(p.thinned.len());
+        if want == 0 {
+            continue;
+        }
+        let step = p.thinned.len() as f64 / want as f64;
+        thinned.extend((0..want).map(|i| p.thinned[(i as f64 * step) as usize]));
+    }
+    let m = &merged.merged;
+    RunData {
+        path: parts.first().map(|p| p.path.clone()).unwrap_or_default(),
+        id: parts
+            .iter()
+            .map(|p| p.id.as_str())
+            .collect::<Vec<_>>()
+            .join("+"),
+        kind: merged.kind.clone(),
+        count: m.count,
+        cpus: merged.runs.iter().map(|r| r.cpus).sum(),
+        quantiles: PERCENTILES
+            .iter()
+            .map(|(name, _)| m.get(name).unwrap_or(0) as f64)
+            .collect(),
+        missed: merged.missed,
+        thinned,
+        runs: parts.len(),
+    }
 }
 
 /// [`load`] of every run of `paths`, in order, as many at once as there are CPUs to read them.
@@ -210,11 +271,15 @@ pub const PERCENTILES: [(&str, f64); 6] = [
 /// A run's figures.
 #[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Figures {
+    /// The run's id; for a group, its runs' ids joined by `+`.
     pub run: String,
+    /// The run's directory; for a group, its first run's.
     pub path: String,
     pub samples: usize,
-    /// CPUs measured; the times are the worst CPU's.
+    /// CPUs measured; the times are the worst CPU's (of a group: every CPU pooled).
     pub cpus: usize,
+    /// Runs merged into this column: 1, or a group's size (`compare A+B …`).
+    pub runs: usize,
     /// The figures in [`PERCENTILES`] order, then `missed` (timer) or `count` (noise).
     pub values: Vec<Figure>,
 }
@@ -254,6 +319,7 @@ fn figures(d: &RunData) -> Figures {
         path: d.path.display().to_string(),
         samples: d.count as usize,
         cpus: d.cpus,
+        runs: d.runs,
         values,
     }
 }

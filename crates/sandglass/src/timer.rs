@@ -130,6 +130,14 @@ pub enum ConfigError {
     Rtc,
     #[error("--interval-bin must be longer than zero")]
     ZeroBin,
+    #[error("--duty: a window of {on} holds {releases} releases of -i {interval}, {window}, which does not fit in --duty-period {every}; give a longer --duty-period, a smaller --duty or a shorter -i")]
+    DutyWindow {
+        on: String,
+        releases: u64,
+        interval: String,
+        window: String,
+        every: String,
+    },
     #[error(
         "-c {list}: CPU {cpu} does not exist or this process may not use it (allowed: {allowed})"
     )]
@@ -164,6 +172,21 @@ pub fn validate(c: &TimerConfig) -> Result<(), ConfigError> {
     }
     if c.interval_bin_ns.0 == 0 {
         return Err(ConfigError::ZeroBin);
+    }
+    if let Some(d) = c.duty {
+        // A window holds whole releases (⌈on / interval⌉ of them), and must end before the next
+        // cycle begins.
+        let releases = d.on_ns.0.max(1).div_ceil(c.interval_ns.0);
+        let window = releases.saturating_mul(c.interval_ns.0);
+        if window > d.every_ns.0 {
+            return Err(ConfigError::DutyWindow {
+                on: duration::format_exact(d.on_ns),
+                releases,
+                interval: duration::format_exact(c.interval_ns),
+                window: duration::format_exact(Nanos(window)),
+                every: duration::format_exact(d.every_ns),
+            });
+        }
     }
     Ok(())
 }
@@ -752,11 +775,21 @@ pub fn build(
             .last()
             .copied()
             .unwrap_or("p50");
+        let span = Nanos(config.interval_ns.0.saturating_mul(1_000_000));
+        // With a duty cycle only its windows hold releases: the run lasts 1 / share as long.
+        let how = match config.duty {
+            Some(d) => format!(
+                "--segment {} at this interval and duty cycle",
+                duration::format_human(Nanos(
+                    (span.0 as f64 / d.share().clamp(1e-9, 1.0)).ceil() as u64
+                ))
+            ),
+            None => format!("-d {} at this interval", duration::format_human(span)),
+        };
         warnings.push(Warning::new(
             WarningKind::RunTooShort,
             format!(
-                "{min_count} releases per CPU support percentiles up to {top}; the higher ones are the maximum in disguise. For p99.9999 run at least 1,000,000 releases (-d {} at this interval)",
-                duration::format_human(Nanos(config.interval_ns.0.saturating_mul(1_000_000)))
+                "{min_count} releases per CPU support percentiles up to {top}; the higher ones are the maximum in disguise. For p99.9999 run at least 1,000,000 releases ({how})"
             ),
         ));
     }
@@ -957,4 +990,40 @@ fn write_totals(m: &Measured, r: &TimerResult) -> Result<FileEntry, StoreError> 
         "tags cpuN-lateness (every release, corrected), cpuN-raw (one per wakeup), cpuN-interval (between wakeups)".to_string(),
     ];
     result::write_totals(m, &comments, &entries)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::DutyCycle;
+
+    fn with_duty(interval_ms: u64, on_ms: u64, every_ms: u64) -> TimerConfig {
+        let mut c = crate::replay::timer_config(&crate::replay::TimerReplay::new(
+            &[1],
+            Nanos::from_millis(interval_ms),
+            Nanos::from_secs(60),
+            0,
+        ));
+        c.duty = Some(DutyCycle {
+            on_ns: Nanos::from_millis(on_ms),
+            every_ns: Nanos::from_millis(every_ms),
+        });
+        c
+    }
+
+    /// A duty window holds whole releases and must fit in its cycle.
+    #[test]
+    fn a_duty_window_must_fit_in_its_cycle() {
+        assert_eq!(validate(&with_duty(1, 1_000, 10_000)), Ok(()));
+        // 3 releases of 3 ms (9 ms) fit in 10 ms; 2 of 7 ms (14 ms) do not.
+        assert_eq!(validate(&with_duty(3, 8, 10)), Ok(()));
+        let e = validate(&with_duty(7, 9, 10)).unwrap_err();
+        assert!(
+            matches!(e, ConfigError::DutyWindow { releases: 2, .. }),
+            "{e}"
+        );
+        assert!(e.to_string().contains("14ms"), "{e}");
+        // A cycle shorter than one interval holds no window at all.
+        assert!(validate(&with_duty(5, 1, 4)).is_err());
+    }
 }

@@ -152,10 +152,13 @@ fn model_ticks(w: &Workload, tb: &Timebase) -> Model {
             // a multiple of the period stays on the release grid to the run's end.
             duty: duty.map(|d| {
                 let p = period_ns.0.max(1);
+                let every =
+                    d.every_ns.0 / p * t(period_ns) + t(crate::units::Nanos(d.every_ns.0 % p));
+                // `timer::validate` refuses a window longer than its cycle; a window is never
+                // longer than its cycle here either, so windows never overlap.
                 crate::engine::Duty {
-                    on: d.on_ns.0.div_ceil(p) * t(period_ns),
-                    every: d.every_ns.0 / p * t(period_ns)
-                        + t(crate::units::Nanos(d.every_ns.0 % p)),
+                    on: (d.on_ns.0.div_ceil(p) * t(period_ns)).min(every),
+                    every,
                 }
             }),
         },
