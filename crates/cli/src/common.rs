@@ -529,6 +529,18 @@ pub fn settle_store() {
     }
 }
 
+/// `--main-cpu N`: exactly one CPU, or `None` when not given.
+pub fn main_cpu_arg(v: Option<&str>) -> Result<Option<usize>, Failure> {
+    let Some(v) = v else { return Ok(None) };
+    let l = cpus_arg("--main-cpu", v)?;
+    if l.len() != 1 {
+        return Err(Failure::usage(format!(
+            "--main-cpu {v}: give exactly one CPU"
+        )));
+    }
+    Ok(Some(l.first()))
+}
+
 /// A run directory as given, or the run of that id (or unique prefix of one) in the runs
 /// directory (`./sandglass-runs`, or `$SANDGLASS_RUNS_DIR`).
 pub fn resolve_run(arg: &str) -> Result<std::path::PathBuf, String> {

@@ -70,18 +70,7 @@ pub struct NoiseArgs {
 
 /// Turns the options into a configuration, refusing bad values with one clear line.
 pub fn config(a: &NoiseArgs) -> Result<NoiseConfig, Failure> {
-    let main_cpu = match &a.main_cpu {
-        Some(v) => {
-            let l = cpus_arg("--main-cpu", v)?;
-            if l.len() != 1 {
-                return Err(Failure::usage(format!(
-                    "--main-cpu {v}: give exactly one CPU"
-                )));
-            }
-            Some(l.first())
-        }
-        None => None,
-    };
+    let main_cpu = crate::common::main_cpu_arg(a.main_cpu.as_deref())?;
     let records = match &a.records {
         Some(v) => Some(match v.parse::<usize>() {
             Ok(n) if (1..=sandglass::plan::MAX_RING_RECORDS).contains(&n) => n,

@@ -149,7 +149,9 @@ pub fn enforce(
         return Ok(());
     }
     let mut cat = Catalog::open(base)?;
-    let host = crate::system::snapshot().hostname;
+    let host = sandglass_sys::process::uname()
+        .map(|u| u.nodename)
+        .unwrap_or_default();
     let segments: Vec<(Entry, u64)> = cat
         .list(&Filter {
             kind: Some("timer".into()),

@@ -159,18 +159,7 @@ pub fn config(a: &MonitorArgs) -> Result<MonitorConfig, Failure> {
             ))
         })?)
     };
-    let main_cpu = match &a.main_cpu {
-        Some(v) => {
-            let l = cpus_arg("--main-cpu", v)?;
-            if l.len() != 1 {
-                return Err(Failure::usage(format!(
-                    "--main-cpu {v}: give exactly one CPU"
-                )));
-            }
-            Some(l.first())
-        }
-        None => None,
-    };
+    let main_cpu = crate::common::main_cpu_arg(a.main_cpu.as_deref())?;
     let c = TimerConfig {
         cpus: a.cpus.as_deref().map(|v| cpus_arg("-c", v)).transpose()?,
         policy: policy_arg(&a.policy)?,
