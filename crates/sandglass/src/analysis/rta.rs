@@ -357,6 +357,29 @@ mod tests {
             .collect()
     }
 
+    /// A wcet above the deadline is analysed like any other task: its response time (by hand,
+    /// w = 5 + ⌈w/4⌉·1: 5 → 7 → 7) and its miss. A wcet above the period makes the busy period
+    /// endless: no bound, a miss; the tasks above it are unaffected.
+    #[test]
+    fn wcet_above_deadline_or_period_gets_its_response_time_and_its_miss() {
+        let mut late = Task::new("late", ms(5), ms(10));
+        late.deadline_ns = ms(4);
+        let set = [Task::new("fast", ms(1), ms(4)), late];
+        let r = analyze(&set, Preemption::Preemptive).expect("analysis");
+        assert_eq!(rt(&r), vec![Some(1_000_000), Some(7_000_000)]);
+        assert!(r.tasks[0].schedulable && !r.tasks[1].schedulable);
+        assert!(!r.schedulable);
+        let set = [
+            Task::new("fast", ms(1), ms(4)),
+            Task::new("hog", ms(12), ms(10)),
+        ];
+        for p in [Preemption::Preemptive, Preemption::NonPreemptive] {
+            let r = analyze(&set, p).expect("analysis");
+            assert_eq!(r.tasks[1].response_time_ns, None, "{p:?}");
+            assert!(!r.tasks[1].schedulable && !r.schedulable, "{p:?}");
+        }
+    }
+
     /// Regehr 2002 (Hourglass), §5.5: C=3 ms, T=8 ms and C=17 ms, T=33 ms, rate-monotonic.
     /// "The response time of Task 0 is 3 ms, and Task 1 is 29 ms."
     /// By hand: w = 17 + ⌈w/8⌉·3: 17 → 26 → 29 → 29.

@@ -196,18 +196,6 @@ pub enum TaskFileError {
         /// `wcet` or `runtime`.
         key: &'static str,
     },
-    /// `wcet` exceeds `deadline`: no schedule can meet it.
-    #[error("{file}:{line}: 'wcet' ({wcet}) is above the deadline ({deadline}): no scheduler can meet it; lower wcet or raise deadline")]
-    WcetAboveDeadline {
-        /// The file.
-        file: String,
-        /// The line of `wcet`.
-        line: usize,
-        /// The execution time.
-        wcet: Nanos,
-        /// The deadline.
-        deadline: Nanos,
-    },
     /// Two tasks share a name.
     #[error("{file}:{line}: the name '{name}' is already used by the task at line {first}: give each task its own name")]
     DuplicateName {
@@ -244,7 +232,6 @@ impl TaskFileError {
             | TaskFileError::BadValue { line, .. }
             | TaskFileError::ZeroPeriod { line, .. }
             | TaskFileError::ZeroExecution { line, .. }
-            | TaskFileError::WcetAboveDeadline { line, .. }
             | TaskFileError::DuplicateName { line, .. }
             | TaskFileError::MixedPriorities { line, .. } => Some(*line),
         }
@@ -556,14 +543,6 @@ pub fn parse_task_file(file: &Path, text: &str) -> Result<Vec<Task>, TaskFileErr
                 key: "wcet",
             });
         }
-        if wcet > deadline {
-            return Err(TaskFileError::WcetAboveDeadline {
-                file: ctx.file.clone(),
-                line: wcet_line,
-                wcet,
-                deadline,
-            });
-        }
         check_unique(&ctx, &mut names, &name, name_line)?;
         match priority {
             Some(_) => {
@@ -711,22 +690,18 @@ mod tests {
         assert!(m.contains("wcet = \"3ms\""), "{m}");
     }
 
+    /// A wcet above the deadline, or above the period, is a task the analyses answer (its
+    /// response time and its miss), not a malformed file.
     #[test]
-    fn wcet_above_deadline_names_the_wcet_line() {
-        let (e, m) =
-            err("[[task]]\nname = \"a\"\nperiod = \"10ms\"\ndeadline = \"4ms\"\nwcet = \"5ms\"\n");
-        assert_eq!(e.line(), Some(5));
-        assert!(m.starts_with("set.toml:5:"), "{m}");
-        assert!(
-            m.contains("5 ms") && m.contains("4 ms") && m.contains("lower wcet"),
-            "{m}"
-        );
-        // Without a deadline, the period is the deadline.
-        let (e, _) = err("[[task]]\nwcet = \"11ms\"\nperiod = \"10ms\"\n");
-        assert!(
-            matches!(e, TaskFileError::WcetAboveDeadline { line: 2, .. }),
-            "{e:?}"
-        );
+    fn wcet_above_deadline_or_period_is_read() {
+        let tasks = parse_task_file(
+            Path::new("set.toml"),
+            "[[task]]\nname = \"a\"\nperiod = \"10ms\"\ndeadline = \"4ms\"\nwcet = \"5ms\"\n[[task]]\nname = \"b\"\nwcet = \"11ms\"\nperiod = \"10ms\"\n",
+        )
+        .unwrap();
+        assert_eq!(tasks[0].wcet_ns, Nanos::from_millis(5));
+        assert_eq!(tasks[0].deadline_ns, Nanos::from_millis(4));
+        assert_eq!(tasks[1].wcet_ns, Nanos::from_millis(11));
     }
 
     #[test]
