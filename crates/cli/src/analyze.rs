@@ -524,14 +524,28 @@ fn mttf_cmd(s: &MttfArgs) -> Result<u8, Failure> {
         }
     };
     let source = measured.as_ref().map(|m| m.2.clone());
+    // The time the measured samples took, where the run says (a histogram alone does not):
+    // what the validity rule compares each figure with.
+    let observed_s = measured
+        .as_ref()
+        .and_then(|(d, rate, _)| rate.filter(|r| *r > 0.0).map(|r| d.total() as f64 / r));
+    let ratio = sandglass::analysis::worst_case::MAX_HORIZON_RATIO;
+    let within = |r: &mut mttf::MttfResult| {
+        if let Some(o) = observed_s {
+            mttf::within_run(r, o, ratio);
+        }
+    };
     if let Some(target) = &s.target {
         let target_s = time_arg("--target", target)?.as_secs_f64();
         let counts: Vec<u32> = match s.buffers {
             Some(n) => vec![n],
             None => (2..=8).collect(),
         };
-        let rows = mttf::least_buffering(&counts, compute, &exceed, target_s)
+        let mut rows = mttf::least_buffering(&counts, compute, &exceed, target_s)
             .map_err(|e| Failure::usage(e.to_string()))?;
+        if let Some(o) = observed_s {
+            mttf::target_within_run(&mut rows, target_s, o, ratio);
+        }
         let rows = Rows { rows };
         return emit(s.json, "mttf-target", &rows, |w| {
             if let Some(src) = &source {
@@ -552,8 +566,9 @@ fn mttf_cmd(s: &MttfArgs) -> Result<u8, Failure> {
             Some(n) => vec![n],
             None => (2..=6).collect(),
         };
-        let rows = mttf::grid(&sizes, &counts, compute, &exceed)
+        let mut rows = mttf::grid(&sizes, &counts, compute, &exceed)
             .map_err(|e| Failure::usage(e.to_string()))?;
+        rows.iter_mut().for_each(within);
         let rows = Rows { rows };
         return emit(s.json, "mttf-grid", &rows, |w| {
             if let Some(src) = &source {
@@ -571,8 +586,9 @@ fn mttf_cmd(s: &MttfArgs) -> Result<u8, Failure> {
     let buffers = s
         .buffers
         .ok_or_else(|| Failure::usage("give --buffers n (or --grid or --target)"))?;
-    let r =
+    let mut r =
         mttf::mttf(buffer, buffers, compute, &exceed).map_err(|e| Failure::usage(e.to_string()))?;
+    within(&mut r);
     emit(s.json, "mttf", &r, |w| {
         if let Some(src) = &source {
             writeln!(w, "latency: {src}")?;

@@ -296,12 +296,24 @@ pub fn write_admission(w: &mut dyn Write, r: &AdmissionReport) -> io::Result<()>
 }
 
 fn mttf_value(r: &MttfResult) -> String {
-    match (r.mttf_s, r.mttf_lower_bound_s) {
-        (Some(s), _) => seconds(s),
-        (None, Some(b)) => format!("at least {}", seconds(b)),
+    match (r.mttf_s, r.mttf_lower_bound_s, r.needs_run_s) {
+        (Some(s), _, _) => seconds(s),
+        (None, Some(b), _) => format!("at least {}", seconds(b)),
+        (None, None, Some(d)) => format!("needs a run of at least {}", seconds(d)),
         _ => "unknown".into(),
     }
 }
+
+/// The MTTF's interval, `(95% interval 3.2 min to 41 min)`, or nothing.
+fn mttf_interval(r: &MttfResult) -> String {
+    match (r.mttf_ci_low_s, r.mttf_ci_high_s) {
+        (Some(lo), Some(hi)) => format!(" (95% interval {} to {})", seconds(lo), seconds(hi)),
+        (Some(lo), None) => format!(" (95% interval from {})", seconds(lo)),
+        _ => String::new(),
+    }
+}
+
+const VALIDITY_NOTE: &str = "a figure is given for at most 10 times the time the run measured: docs/analysis.md, \"Validity of predictions\"";
 
 /// One mean-time-to-underrun answer.
 pub fn write_mttf(w: &mut dyn Write, r: &MttfResult) -> io::Result<()> {
@@ -327,7 +339,17 @@ pub fn write_mttf(w: &mut dyn Write, r: &MttfResult) -> io::Result<()> {
     };
     writeln!(w, "P(latency > slack) = {}{samples}", prob(r.probability))?;
     match (r.mttf_s, r.mttf_lower_bound_s, r.samples) {
-        (Some(s), _, _) => writeln!(w, "mean time to underrun: {}", seconds(s)),
+        (Some(s), _, _) => writeln!(
+            w,
+            "mean time to underrun: {}{}",
+            seconds(s),
+            mttf_interval(r)
+        ),
+        (None, None, _) if r.needs_run_s.is_some() => writeln!(
+            w,
+            "mean time to underrun: {} ({VALIDITY_NOTE})",
+            mttf_value(r)
+        ),
         (None, Some(b), Some(n)) => writeln!(
             w,
             "no sample exceeded the slack: mean time to underrun at least {} (rule of three: P < 3/{} with 95% confidence)",
@@ -357,6 +379,9 @@ pub fn write_mttf_grid(w: &mut dyn Write, rows: &[MttfResult]) -> io::Result<()>
             mttf_value(r)
         )?;
     }
+    if rows.iter().any(|r| r.needs_run_s.is_some()) {
+        writeln!(w, "({VALIDITY_NOTE})")?;
+    }
     Ok(())
 }
 
@@ -381,8 +406,19 @@ pub fn write_least_buffering(
                 r.buffering_ns,
                 mttf_value(r)
             )?,
-            None => writeln!(w, "  {} buffers: not reachable", row.buffers)?,
+            None => match row.needs_run_s {
+                Some(d) => writeln!(
+                    w,
+                    "  {} buffers: needs a run of at least {}",
+                    row.buffers,
+                    seconds(d)
+                )?,
+                None => writeln!(w, "  {} buffers: not reachable", row.buffers)?,
+            },
         }
+    }
+    if rows.iter().any(|r| r.needs_run_s.is_some()) {
+        writeln!(w, "({VALIDITY_NOTE})")?;
     }
     Ok(())
 }
@@ -429,9 +465,14 @@ pub fn write_worst_case(w: &mut dyn Write, r: &WorstCaseReport) -> io::Result<()
     )?;
     for h in &r.horizons {
         let label = format!("per {} ({} h)", h.period, sig(h.hours, 4));
-        let value = match h.worst_case_ns {
-            Some(v) => signed(v),
-            None => "beyond the data, and no tail model".into(),
+        let value = match (h.worst_case_ns, h.needs_run_s) {
+            (Some(v), _) => signed(v),
+            (None, Some(s)) => format!(
+                "needs a run of at least {} (this one: {})",
+                seconds(s),
+                seconds(r.observed_s)
+            ),
+            (None, None) => "beyond the data, and no tail model".into(),
         };
         let note = if h.extrapolated {
             match (h.ci_low_ns, h.ci_high_ns) {
@@ -447,6 +488,14 @@ pub fn write_worst_case(w: &mut dyn Write, r: &WorstCaseReport) -> io::Result<()
             String::new()
         };
         writeln!(w, "  {label:<20} {value}{note}")?;
+    }
+    if r.horizons.iter().any(|h| h.needs_run_s.is_some()) {
+        writeln!(
+            w,
+            "  (a value beyond the data is given for a period at most {} times the time observed, from a tail of at least {} samples: docs/analysis.md, \"Validity of predictions\")",
+            sig(r.validity.max_horizon_ratio, 3),
+            r.validity.min_exceedances
+        )?;
     }
     match (&r.tail, &r.tail_error) {
         (Some(t), _) => writeln!(

@@ -189,6 +189,24 @@ fn human_value(ns: u64, div: u64) -> String {
     }
 }
 
+/// `secs` in its two largest units: `9d`, `7d 4h`, `3h 5m`, `20s`.
+pub fn format_coarse(secs: u64) -> String {
+    let parts = [
+        (secs / 86_400, "d"),
+        (secs / 3_600 % 24, "h"),
+        (secs / 60 % 60, "m"),
+        (secs % 60, "s"),
+    ];
+    let first = parts.iter().position(|p| p.0 > 0).unwrap_or(3);
+    parts[first..(first + 2).min(4)]
+        .iter()
+        .enumerate()
+        .filter(|(i, p)| *i == 0 || p.0 > 0)
+        .map(|(_, (n, u))| format!("{n}{u}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// Formats a duration as a time string that [`parse`] reads back exactly (`1500us` → `1.5ms`).
 pub fn format_exact(d: Nanos) -> String {
     let ns = d.0;

@@ -71,24 +71,6 @@ pub fn disk_use(dir: &Path) -> u64 {
         .sum()
 }
 
-/// `secs` in its two largest units: `9d`, `7d 4h`, `3h 5m`, `20s`.
-fn coarse(secs: u64) -> String {
-    let parts = [
-        (secs / 86_400, "d"),
-        (secs / 3_600 % 24, "h"),
-        (secs / 60 % 60, "m"),
-        (secs % 60, "s"),
-    ];
-    let first = parts.iter().position(|p| p.0 > 0).unwrap_or(3);
-    parts[first..(first + 2).min(4)]
-        .iter()
-        .enumerate()
-        .filter(|(i, p)| *i == 0 || p.0 > 0)
-        .map(|(_, (n, u))| format!("{n}{u}"))
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 /// The segments to remove from `segments` (any order) under `rule` at `now`, oldest first,
 /// with the reason: older than `keep` (by their end), then the oldest while the total is above
 /// `max_disk`. The newest segment is never removed, nor one still running.
@@ -119,8 +101,8 @@ pub fn to_remove(
         let why = match (rule.keep, age) {
             (Some(keep), Some(age)) if age > Duration::from_nanos(keep.0) => Some(format!(
                 "ended {} ago, beyond --keep {}",
-                coarse(age.as_secs()),
-                coarse(keep.0 / 1_000_000_000)
+                crate::duration::format_coarse(age.as_secs()),
+                crate::duration::format_coarse(keep.0 / 1_000_000_000)
             )),
             _ => match rule.max_disk {
                 Some(max) if total > max => Some(format!(
@@ -313,10 +295,13 @@ mod tests {
         );
         assert_eq!(ids(&age), ["a"]);
         assert_eq!(age[0].2, "ended 9d ago, beyond --keep 7d");
-        assert_eq!(coarse(7 * 86_400 + 4 * 3_600 + 5), "7d 4h");
-        assert_eq!(coarse(3 * 3_600 + 300), "3h 5m");
-        assert_eq!(coarse(20), "20s");
-        assert_eq!(coarse(0), "0s");
+        assert_eq!(
+            crate::duration::format_coarse(7 * 86_400 + 4 * 3_600 + 5),
+            "7d 4h"
+        );
+        assert_eq!(crate::duration::format_coarse(3 * 3_600 + 300), "3h 5m");
+        assert_eq!(crate::duration::format_coarse(20), "20s");
+        assert_eq!(crate::duration::format_coarse(0), "0s");
         let size = to_remove(
             &s,
             Retention {

@@ -336,20 +336,28 @@ pub fn buffer_sizes() -> Vec<Nanos> {
 }
 
 /// The mean time to buffer underrun against the buffer size (Cota-Robles & Held, §5 and
-/// Figures 6-7 of Dannenberg et al.) for each `(name, distribution, buffers)`, with no
-/// computation per buffer. Where no sample exceeded the slack only a lower bound is known;
-/// those points are drawn hollow as their own series.
-pub fn mttf_curves(curves: &[(String, &Distribution, u32)]) -> Chart {
+/// Figures 6-7 of Dannenberg et al.) for each `(name, distribution, buffers, observed_s)`, with
+/// no computation per buffer. Where no sample exceeded the slack only a lower bound is known;
+/// those points are drawn hollow as their own series. A point more than ten times the time its
+/// samples took (`observed_s`, when known) is left out (docs/analysis.md, "Validity of
+/// predictions").
+pub fn mttf_curves(curves: &[(String, &Distribution, u32, Option<f64>)]) -> Chart {
     let mut c = Chart::new(
         Axis::log("buffer size t (ms)"),
         Axis::log("mean time to underrun (s)"),
         "mean time to buffer underrun against buffering",
     );
     let sizes = buffer_sizes();
-    for (i, (name, d, n)) in curves.iter().enumerate() {
-        let Ok(results) = mttf::grid(&sizes, &[*n], Nanos::ZERO, &Exceedance::Measured(d)) else {
+    for (i, (name, d, n, observed_s)) in curves.iter().enumerate() {
+        let Ok(mut results) = mttf::grid(&sizes, &[*n], Nanos::ZERO, &Exceedance::Measured(d))
+        else {
             continue;
         };
+        if let Some(o) = observed_s {
+            for r in &mut results {
+                mttf::within_run(r, *o, sandglass::analysis::worst_case::MAX_HORIZON_RATIO);
+            }
+        }
         let (mut known, mut bounds) = (Vec::new(), Vec::new());
         for r in &results {
             let t = r.buffer_ns.0 as f64 / 1e6;
@@ -495,7 +503,7 @@ mod tests {
         // Half the samples at 1 ms, half at 3 ms: a 2 ms double buffer fails half its cycles,
         // MTTF = (n - 1)·t / P = 2 ms / 0.5 = 4 ms; from 5 ms on nothing exceeds.
         let d = Distribution::from_samples(&[1_000_000, 3_000_000]);
-        let c = mttf_curves(&[("x".into(), &d, 2)]);
+        let c = mttf_curves(&[("x".into(), &d, 2, None)]);
         let known = &c.series[0].points;
         let at2 = known.iter().find(|p| p.0 == 2.0).expect("2 ms");
         assert!((at2.1 - 0.004).abs() < 1e-12, "{at2:?}");
@@ -503,6 +511,15 @@ mod tests {
         // Rule of three: (n - 1)·t·N/3 = 5 ms · 2 / 3.
         let at5 = bounds.iter().find(|p| p.0 == 5.0).expect("5 ms");
         assert!((at5.1 - 0.005 * 2.0 / 3.0).abs() < 1e-12, "{at5:?}");
+        // Two samples that took 2 ms: nothing beyond 20 ms of MTTF is drawn.
+        let c = mttf_curves(&[("x".into(), &d, 2, Some(0.002))]);
+        let all: Vec<f64> = c
+            .series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.1))
+            .collect();
+        assert!(!all.is_empty() && all.iter().all(|&m| m <= 0.02), "{all:?}");
+        assert!(all.len() < known.len() + bounds.len());
     }
 
     #[test]

@@ -185,6 +185,8 @@ fn worst_case_markers(series: &[Named], rate_hz: f64) -> (Vec<Marker>, String) {
         days_per_week: 7.0,
     };
     let mut best: Option<(i64, String, Vec<Marker>)> = None;
+    // Periods the runs cannot support, with the longest run asked for.
+    let mut unsupported: Vec<(&'static str, f64)> = Vec::new();
     for s in series {
         if s.dist.is_empty() {
             continue;
@@ -192,6 +194,14 @@ fn worst_case_markers(series: &[Named], rate_hz: f64) -> (Vec<Marker>, String) {
         let Ok(w) = worst_case::analyze(&s.dist, &WorstCaseConfig::new(rate_hz, usage)) else {
             continue;
         };
+        for h in &w.horizons {
+            if let Some(d) = h.needs_run_s {
+                match unsupported.iter_mut().find(|u| u.0 == h.period) {
+                    Some(u) => u.1 = u.1.max(d),
+                    None => unsupported.push((h.period, d)),
+                }
+            }
+        }
         let markers: Vec<Marker> = w
             .horizons
             .iter()
@@ -218,14 +228,31 @@ fn worst_case_markers(series: &[Named], rate_hz: f64) -> (Vec<Marker>, String) {
             best = Some((day, s.name.clone(), markers));
         }
     }
+    let left_out = if unsupported.is_empty() {
+        String::new()
+    } else {
+        let list: Vec<String> = unsupported
+            .iter()
+            .map(|(p, d)| {
+                format!(
+                    "per {p} needs a run of at least {}",
+                    crate::analysis::seconds(*d)
+                )
+            })
+            .collect();
+        format!(
+            " No worst case is drawn where the run is too short to support it (docs/analysis.md, \"Validity of predictions\"): {}.",
+            list.join(", ")
+        )
+    };
     match best {
         Some((_, name, markers)) if !markers.is_empty() => {
             let text = format!(
-                " Dashed lines: the expected worst case per hour, day and week of round-the-clock use for {name} (Cota-Robles & Held); \"(model)\" marks a value beyond the data, from the fitted tail."
+                " Dashed lines: the expected worst case per hour, day and week of round-the-clock use for {name} (Cota-Robles & Held); \"(model)\" marks a value beyond the data, from the fitted tail.{left_out}"
             );
             (markers, text)
         }
-        _ => (Vec::new(), String::new()),
+        _ => (Vec::new(), left_out),
     }
 }
 
@@ -427,14 +454,22 @@ fn timer(r: &RunReader) -> Result<String, ExportError> {
     );
 
     p.section("Buffering");
-    let curves: Vec<(String, &Distribution, u32)> = series
+    let curves: Vec<(String, &Distribution, u32, Option<f64>)> = series
         .iter()
         .filter(|s| !s.dist.is_empty())
-        .map(|s| (format!("{}, double buffering", s.name), &s.dist, 2))
+        .map(|s| {
+            let observed = (rate > 0.0).then(|| s.dist.total() as f64 / rate);
+            (
+                format!("{}, double buffering", s.name),
+                &s.dist,
+                2,
+                observed,
+            )
+        })
         .collect();
     p.figure(
         "mttf",
-        "Mean time to buffer underrun against the buffer size, for a double-buffered stream woken like this timer with no computation per buffer: a buffer underruns when a wakeup is later than the other buffer lasts (Cota-Robles & Held, §5). Hollow dots are lower bounds where no release was that late.",
+        "Mean time to buffer underrun against the buffer size, for a double-buffered stream woken like this timer with no computation per buffer: a buffer underruns when a wakeup is later than the other buffer lasts (Cota-Robles & Held, §5). Hollow dots are lower bounds where no release was that late. Times beyond ten times what the run measured are not drawn (docs/analysis.md, \"Validity of predictions\").",
         plot(figures::mttf_curves(&curves)),
     );
 

@@ -16,6 +16,8 @@ use std::collections::BTreeMap;
 struct Group {
     name: String,
     dist: Distribution,
+    /// The time the group's samples took, each run's samples over its rate (timer runs).
+    observed_s: Option<f64>,
 }
 
 /// The whole-run distributions of every completed cell of measure `measure`; `None` when the
@@ -27,6 +29,7 @@ fn groups(
     with_setting: bool,
 ) -> Result<Option<Vec<Group>>, ExportError> {
     let mut by: BTreeMap<(String, String), sandglass::histo::Histogram<u64>> = BTreeMap::new();
+    let mut observed: BTreeMap<(String, String), f64> = BTreeMap::new();
     let mut order: Vec<(String, String)> = Vec::new();
     for c in &o.record.cells {
         if c.cell.measure != measure || c.state != CellState::Completed {
@@ -42,6 +45,16 @@ fn groups(
             order.push(key.clone());
         }
         let pooled = sandglass::store::data::totals(&r)?.pooled();
+        let interval = r
+            .read("summary.json")
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .and_then(|v| v["interval_ns"].as_u64())
+            .filter(|&i| i > 0);
+        if let Some(interval) = interval {
+            *observed.entry(key.clone()).or_default() +=
+                pooled.len() as f64 * interval as f64 / 1e9;
+        }
         let _ = by.entry(key).or_insert_with(new_histogram).add(&pooled);
     }
     Ok(Some(
@@ -52,12 +65,17 @@ fn groups(
                     .remove(&k)
                     .map(|h| Distribution::from_histogram(&h))
                     .unwrap_or_else(|| Distribution::from_samples(&[]));
+                let observed_s = observed.get(&k).copied();
                 let name = if with_setting {
                     format!("{}, {}", k.0, k.1)
                 } else {
                     k.0
                 };
-                Group { name, dist }
+                Group {
+                    name,
+                    dist,
+                    observed_s,
+                }
             })
             .collect(),
     ))
@@ -184,14 +202,14 @@ pub fn page(o: &StudyOutcome) -> Result<String, ExportError> {
                     Vec::new(),
                 )),
             );
-            let curves: Vec<(String, &Distribution, u32)> = gs
+            let curves: Vec<(String, &Distribution, u32, Option<f64>)> = gs
                 .iter()
                 .filter(|g| !g.dist.is_empty())
-                .map(|g| (g.name.clone(), &g.dist, 2))
+                .map(|g| (g.name.clone(), &g.dist, 2, g.observed_s))
                 .collect();
             p.figure(
                 "mttf",
-                "Mean time to buffer underrun against the buffer size for a double-buffered stream woken like this timer, per load (Cota-Robles & Held, §5). Hollow dots are lower bounds where no release was that late.",
+                "Mean time to buffer underrun against the buffer size for a double-buffered stream woken like this timer, per load (Cota-Robles & Held, §5). Hollow dots are lower bounds where no release was that late. Times beyond ten times what the cells measured are not drawn (docs/analysis.md, \"Validity of predictions\").",
                 Plot::Chart(figures::mttf_curves(&curves)),
             );
         } else if let Some(gs) = groups(o, *m, "noise", with_setting)? {

@@ -93,6 +93,14 @@ pub struct MttfResult {
     pub mttf_lower_bound_s: Option<f64>,
     /// The slack is zero or less: every cycle underruns.
     pub every_cycle: bool,
+    /// The exact (Garwood) 95% interval of the MTTF from the Poisson count of samples above
+    /// the slack, when some were; the upper end is `None` when unbounded.
+    pub mttf_ci_low_s: Option<f64>,
+    pub mttf_ci_high_s: Option<f64>,
+    /// Set by [`within_run`]: the MTTF speaks of a stretch longer than the rule allows for the
+    /// time observed (docs/analysis.md, "Validity of predictions"), so `mttf_s`, its bound and
+    /// its interval are withheld, and this is the run, in seconds, that would support them.
+    pub needs_run_s: Option<f64>,
 }
 
 impl MttfResult {
@@ -156,12 +164,21 @@ pub fn mttf(
         mttf_s: None,
         mttf_lower_bound_s: None,
         every_cycle: slack <= 0,
+        mttf_ci_low_s: None,
+        mttf_ci_high_s: None,
+        needs_run_s: None,
     };
     if slack <= 0 {
         out.probability = 1.0;
         out.mttf_s = Some(cycle_ns / 1e9);
     } else if probability > 0.0 {
         out.mttf_s = Some(cycle_ns / probability / 1e9);
+        if let (Some(k), Some(n)) = (count_above, samples) {
+            let (lo, hi) = poisson_interval(k, 0.95);
+            // P's interval [lo/n, hi/n] gives the MTTF's, reversed.
+            out.mttf_ci_low_s = Some(cycle_ns * n as f64 / hi / 1e9);
+            out.mttf_ci_high_s = (lo > 0.0).then(|| cycle_ns * n as f64 / lo / 1e9);
+        }
     } else {
         let n = samples
             .filter(|&n| n > 0)
@@ -169,6 +186,37 @@ pub fn mttf(
         out.mttf_lower_bound_s = Some(cycle_ns * n as f64 / 3.0 / 1e9);
     }
     Ok(out)
+}
+
+/// The exact (Garwood 1936) interval of a Poisson mean from `k` events at `confidence`:
+/// `[χ²(α/2; 2k)/2, χ²(1 − α/2; 2k + 2)/2]`, the lower end 0 for k = 0.
+pub fn poisson_interval(k: u64, confidence: f64) -> (f64, f64) {
+    use statrs::distribution::{ChiSquared, ContinuousCDF};
+    let alpha = 1.0 - confidence;
+    let q = |p: f64, dof: f64| ChiSquared::new(dof).map_or(f64::NAN, |c| c.inverse_cdf(p)) / 2.0;
+    let lo = if k == 0 {
+        0.0
+    } else {
+        q(alpha / 2.0, 2.0 * k as f64)
+    };
+    (lo, q(1.0 - alpha / 2.0, 2.0 * k as f64 + 2.0))
+}
+
+/// Applies the validity rule to `r`, from a latency distribution that took `observed_s` to
+/// measure: an MTTF (or its bound) more than `max_ratio` times `observed_s` is withheld and
+/// `needs_run_s` says how long a run would support it.
+pub fn within_run(r: &mut MttfResult, observed_s: f64, max_ratio: f64) {
+    if r.every_cycle || observed_s.is_nan() || observed_s <= 0.0 {
+        return;
+    }
+    let figure = r.mttf_s.or(r.mttf_lower_bound_s).unwrap_or(0.0);
+    if figure > observed_s * max_ratio {
+        r.needs_run_s = Some(figure / max_ratio);
+        r.mttf_s = None;
+        r.mttf_lower_bound_s = None;
+        r.mttf_ci_low_s = None;
+        r.mttf_ci_high_s = None;
+    }
 }
 
 /// The MTTF for every buffer size and count (seed 000, Figures 6 and 7), sizes varying
@@ -203,8 +251,28 @@ pub struct LeastBuffering {
     /// n.
     pub buffers: u32,
     /// The MTTF at the least buffer size t that reaches the target (1 ns resolution); `None`
-    /// when no size that fits in 64 bits does.
+    /// when no size that fits in 64 bits does, or when the target is beyond what the run
+    /// supports (`needs_run_s`).
     pub result: Option<MttfResult>,
+    /// Set by [`target_within_run`]: the target is longer than the validity rule allows for
+    /// the time observed; the run, in seconds, that would support an answer.
+    pub needs_run_s: Option<f64>,
+}
+
+/// Applies the validity rule to a search for `target_s`: a target more than `max_ratio`
+/// times `observed_s` gets no answer, only the run that would support one.
+pub fn target_within_run(
+    rows: &mut [LeastBuffering],
+    target_s: f64,
+    observed_s: f64,
+    max_ratio: f64,
+) {
+    if observed_s > 0.0 && target_s > observed_s * max_ratio {
+        for r in rows {
+            r.result = None;
+            r.needs_run_s = Some(target_s / max_ratio);
+        }
+    }
 }
 
 /// The least t in `[lo, hi]` with `pred(t)`, given `pred` monotone there and true at `hi`.
@@ -298,6 +366,7 @@ pub fn least_buffering(
                 Some(t) => eval(t)?,
                 None => None,
             },
+            needs_run_s: None,
         });
     }
     Ok(out)
@@ -314,6 +383,57 @@ mod tests {
     /// 1000 samples: 990 at 1 ms, 9 at 11 ms, 1 at 15 ms.
     fn table() -> Distribution {
         Distribution::from_bins([(1_000_000, 990), (11_000_000, 9), (15_000_000, 1)])
+    }
+
+    /// Garwood's interval against the published table (Ulm 1990, 95%): k = 0: 0 to 3.689;
+    /// k = 1: 0.0253 to 5.572; k = 10: 4.795 to 18.39.
+    #[test]
+    fn poisson_interval_matches_the_table() {
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-3 * b.max(1.0);
+        for (k, lo, hi) in [(0, 0.0, 3.689), (1, 0.0253, 5.572), (10, 4.795, 18.39)] {
+            let (l, h) = poisson_interval(k, 0.95);
+            assert!(close(l, lo) && close(h, hi), "{k}: {l} {h}");
+        }
+    }
+
+    /// An MTTF comes with its interval; one more than ten times the time measured is withheld
+    /// with the run it would need, and so is a target that far out.
+    #[test]
+    fn figures_beyond_the_run_are_withheld() {
+        let d = table();
+        // 10 of 1000 samples above a slack of 10 ms: MTTF 10 ms · 1000/10 = 1 s.
+        let mut r = mttf(ms(10), 2, Nanos::ZERO, &Exceedance::Measured(&d)).expect("valid");
+        assert!((r.mttf_s.expect("mttf") - 1.0).abs() < 1e-9);
+        let (lo, hi) = (r.mttf_ci_low_s.expect("ci"), r.mttf_ci_high_s.expect("ci"));
+        assert!(
+            (lo - 1.0 / 1.839).abs() < 1e-3 && (hi - 1.0 / 0.4795).abs() < 1e-2,
+            "{lo} {hi}"
+        );
+        // Measured in 1 s (1000 samples at 1 kHz): 1 s is within ten times that.
+        let kept = r.clone();
+        within_run(&mut r, 1.0, 10.0);
+        assert_eq!(r, kept);
+        // Measured in 50 ms: 1 s is 20 times that, so a run of 100 ms is needed.
+        within_run(&mut r, 0.05, 10.0);
+        assert_eq!(
+            (r.mttf_s, r.mttf_ci_low_s, r.mttf_ci_high_s),
+            (None, None, None)
+        );
+        assert!((r.needs_run_s.expect("needs") - 0.1).abs() < 1e-12);
+        // The rule-of-three bound is withheld the same way.
+        let mut b = mttf(ms(20), 2, Nanos::ZERO, &Exceedance::Measured(&d)).expect("valid");
+        assert!(b.mttf_lower_bound_s.is_some());
+        within_run(&mut b, 0.1, 10.0);
+        assert_eq!(b.mttf_lower_bound_s, None);
+        assert!(b.needs_run_s.is_some());
+        // A target of an hour from ten seconds of data: no answer, a run of six minutes.
+        let mut rows =
+            least_buffering(&[2, 3], Nanos::ZERO, &Exceedance::Measured(&d), 3600.0).expect("ok");
+        assert!(rows.iter().all(|r| r.result.is_some()));
+        target_within_run(&mut rows, 3600.0, 10.0, 10.0);
+        for r in &rows {
+            assert_eq!((r.result.is_none(), r.needs_run_s), (true, Some(360.0)));
+        }
     }
 
     #[test]

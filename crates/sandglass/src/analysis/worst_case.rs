@@ -126,6 +126,55 @@ pub struct WorstCaseConfig {
     pub seed: u64,
     /// Threshold of the tail model; the default when `None`.
     pub tail_threshold_ns: Option<i64>,
+    /// When an extrapolated value is given at all.
+    pub validity: Validity,
+}
+
+/// When a value from the tail model stands (docs/analysis.md, "Validity of predictions"): the
+/// period it speaks of is at most `max_horizon_ratio` times the time observed, and the fitted
+/// tail rests on at least `min_exceedances` samples. Outside it the value is not given: the
+/// report says how long a run would support it.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct Validity {
+    pub max_horizon_ratio: f64,
+    pub min_exceedances: u64,
+}
+
+impl Default for Validity {
+    fn default() -> Validity {
+        Validity {
+            max_horizon_ratio: MAX_HORIZON_RATIO,
+            min_exceedances: MIN_TAIL_EXCEEDANCES,
+        }
+    }
+}
+
+/// An extrapolated period is at most this many times the time observed.
+pub const MAX_HORIZON_RATIO: f64 = 10.0;
+
+/// An extrapolation's tail model rests on at least this many samples above its threshold.
+pub const MIN_TAIL_EXCEEDANCES: u64 = 50;
+
+impl Validity {
+    /// The run length that supports a value `horizon_s` ahead from `observed_s` with
+    /// `exceedances` samples above the tail threshold (`None`: no model), in seconds, or
+    /// `None` when this run already does.
+    pub fn needs_run_s(
+        &self,
+        horizon_s: f64,
+        observed_s: f64,
+        exceedances: Option<u64>,
+    ) -> Option<f64> {
+        let by_horizon = horizon_s / self.max_horizon_ratio.max(1.0);
+        // At a fixed threshold the samples above it grow with the run's length.
+        let by_tail = match exceedances {
+            Some(k) if k >= self.min_exceedances => 0.0,
+            Some(k) if k > 0 => observed_s * self.min_exceedances as f64 / k as f64,
+            _ => by_horizon.max(observed_s * 2.0),
+        };
+        let needed = by_horizon.max(by_tail);
+        (needed > observed_s * (1.0 + 1e-9)).then_some(needed)
+    }
 }
 
 impl WorstCaseConfig {
@@ -140,6 +189,7 @@ impl WorstCaseConfig {
             resamples: 1000,
             seed: 1,
             tail_threshold_ns: None,
+            validity: Validity::default(),
         }
     }
 }
@@ -194,14 +244,18 @@ pub struct Horizon {
     pub hours: f64,
     /// Samples in the period, r·3600·hours.
     pub samples: f64,
-    /// The expected worst case: empirical when the data cover the period, otherwise the model.
+    /// The expected worst case: empirical when the data cover the period, otherwise the model
+    /// within [`Validity`]; `None` beyond it (see `needs_run_s`).
     pub worst_case_ns: Option<i64>,
     /// True when the value comes from the tail model beyond the observed range.
     pub extrapolated: bool,
     /// The empirical value, when the data cover the period.
     pub empirical_ns: Option<i64>,
-    /// The tail model's value.
+    /// The tail model's value, within [`Validity`].
     pub model_ns: Option<i64>,
+    /// Beyond the data and beyond [`Validity`]: the length of run, in seconds, that would
+    /// support a value for this period.
+    pub needs_run_s: Option<f64>,
     /// Lower end of the model value's confidence interval.
     pub ci_low_ns: Option<i64>,
     /// Upper end of the model value's confidence interval.
@@ -231,6 +285,8 @@ pub struct WorstCaseReport {
     pub tail_error: Option<String>,
     /// Confidence of the intervals.
     pub confidence: f64,
+    /// The rule that decides which extrapolated values are given.
+    pub validity: Validity,
 }
 
 /// The row of the exceedance table for `threshold_ns`.
@@ -304,13 +360,25 @@ pub fn analyze(
         ("day", u.hours_per_day),
         ("week", u.hours_per_day * u.days_per_week),
     ];
+    let observed_s = d.total() as f64 / config.rate_hz;
     let horizons = periods
         .iter()
         .map(|&(period, hours)| {
             let samples = config.rate_hz * 3600.0 * hours;
             let empirical_ns = empirical_worst(d, samples);
+            let needs_run_s = match empirical_ns {
+                Some(_) => None,
+                None => config.validity.needs_run_s(
+                    hours * 3600.0,
+                    observed_s,
+                    tail.as_ref().map(|f| f.exceedances),
+                ),
+            };
             let p = 1.0 / samples;
-            let model = tail.as_ref().and_then(|f| f.return_level(p));
+            let model = tail
+                .as_ref()
+                .filter(|_| needs_run_s.is_none())
+                .and_then(|f| f.return_level(p));
             let ci = match (&tail, model) {
                 (Some(f), Some(_)) => {
                     tail::return_level_ci(d, f, p, config.confidence, config.resamples, config.seed)
@@ -330,6 +398,7 @@ pub fn analyze(
                 extrapolated: empirical_ns.is_none() && model_ns.is_some(),
                 empirical_ns,
                 model_ns,
+                needs_run_s,
                 ci_low_ns: ci.map(|c| round(c.0)),
                 ci_high_ns: ci.map(|c| round(c.1)),
             }
@@ -338,7 +407,7 @@ pub fn analyze(
     Ok(WorstCaseReport {
         samples: d.total(),
         rate_hz: config.rate_hz,
-        observed_s: d.total() as f64 / config.rate_hz,
+        observed_s,
         max_ns: max,
         thresholds,
         usage: u,
@@ -346,6 +415,7 @@ pub fn analyze(
         tail,
         tail_error,
         confidence: config.confidence,
+        validity: config.validity,
     })
 }
 
@@ -420,12 +490,73 @@ mod tests {
         let v = day.worst_case_ns.expect("worst case");
         assert_eq!(v, 2_000_000);
         assert!(v >= hour.worst_case_ns.expect("hour"));
-        // A week (40 hours) is at least as bad as a day.
+        // A week (40 hours) is 40 times the hour observed: beyond the validity rule's ten, so
+        // no value, and a run of 4 hours would support one.
         let week = &r.horizons[2];
         assert_eq!(week.hours, 40.0);
-        assert!(week.worst_case_ns.expect("model") >= v);
+        assert_eq!(
+            (week.worst_case_ns, week.model_ns, week.extrapolated),
+            (None, None, false)
+        );
+        assert!((week.needs_run_s.expect("needs") - 4.0 * 3600.0).abs() < 1e-6);
+        assert_eq!(day.needs_run_s, None);
         // Reproducible.
         assert_eq!(analyze(&d, &c).expect("valid"), r);
+    }
+
+    /// Ten seconds of a 1 kHz timer say nothing about a week, and say how long a run would;
+    /// the same distribution observed for 17 hours (the same shape, 6,000 times the samples)
+    /// gives the week of continuous use (168 h) its value and interval.
+    #[test]
+    fn a_week_needs_a_run_of_a_tenth_of_it() {
+        let shape = |scale: u64| {
+            Distribution::from_bins([
+                (20_000, 9_800 * scale),
+                (50_000, 150 * scale),
+                (200_000, 40 * scale),
+                (2_000_000, 9 * scale),
+                (5_000_000, scale),
+            ])
+        };
+        let usage = preset("continuous").expect("preset").usage;
+        let mut c = WorstCaseConfig::new(1000.0, usage);
+        c.resamples = 100;
+        c.tail_threshold_ns = Some(20_000);
+        let short = analyze(&shape(1), &c).expect("valid");
+        assert!((short.observed_s - 10.0).abs() < 1e-9);
+        let week = &short.horizons[2];
+        assert_eq!(
+            (week.period, week.worst_case_ns, week.model_ns),
+            ("week", None, None)
+        );
+        assert!((week.needs_run_s.expect("needs") - 16.8 * 3600.0).abs() < 1e-6);
+        // An hour is 360 times ten seconds: no value either.
+        assert!((short.horizons[0].needs_run_s.expect("needs") - 360.0).abs() < 1e-6);
+        let long = analyze(&shape(6_048), &c).expect("valid");
+        assert!(long.observed_s >= 16.8 * 3600.0, "{}", long.observed_s);
+        let week = &long.horizons[2];
+        assert_eq!(week.needs_run_s, None);
+        assert!(
+            week.extrapolated && week.worst_case_ns.is_some(),
+            "{week:?}"
+        );
+        assert!(
+            week.ci_low_ns.is_some() && week.ci_high_ns.is_some(),
+            "{week:?}"
+        );
+        // The hour lies within the data: empirical, no rule needed.
+        assert!(!long.horizons[0].extrapolated);
+    }
+
+    /// A tail model on too few samples above its threshold is not used, whatever the horizon:
+    /// a run long enough to hold the rule's 50 is asked for.
+    #[test]
+    fn a_thin_tail_needs_a_longer_run() {
+        let v = Validity::default();
+        // 25 samples above the threshold in 100 s: twice as long gives 50.
+        assert_eq!(v.needs_run_s(200.0, 100.0, Some(25)), Some(200.0));
+        assert_eq!(v.needs_run_s(500.0, 100.0, Some(50)), None);
+        assert_eq!(v.needs_run_s(2000.0, 100.0, Some(50)), Some(200.0));
     }
 
     #[test]

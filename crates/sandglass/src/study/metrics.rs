@@ -105,7 +105,13 @@ pub fn timer(r: &TimerResult, usage: UsagePattern) -> Metrics {
                     if let Some(v) = h.worst_case_ns {
                         keep_max(&mut m, &format!("worst_{}_us", h.period), us(v as f64));
                     }
+                    // Beyond what the cell supports: the run it would take, for the tables'
+                    // notes (docs/analysis.md, "Validity of predictions").
+                    if let Some(s) = h.needs_run_s {
+                        keep_max(&mut m, &format!("worst_{}_needs_s", h.period), s);
+                    }
                 }
+                keep_max(&mut m, "worst_observed_s", w.observed_s);
             }
         }
         for v in late.iter_recorded() {
@@ -147,7 +153,11 @@ pub fn timer(r: &TimerResult, usage: UsagePattern) -> Metrics {
                             us(v as f64),
                         );
                     }
+                    if let Some(s) = hz.needs_run_s {
+                        keep_max(&mut m, &format!("{level}_worst_{}_needs_s", hz.period), s);
+                    }
                 }
+                keep_max(&mut m, &format!("{level}_worst_observed_s"), w.observed_s);
             }
         }
     }

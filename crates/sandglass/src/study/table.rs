@@ -86,6 +86,63 @@ pub fn select_metrics<'a>(
     out
 }
 
+/// For the expected worst cases a table asks for (`worst_hour_us`, `irq_worst_day_us`, ...)
+/// that some cells are too short to support (docs/analysis.md, "Validity of predictions"): a
+/// sentence saying how long the cells measured and how long a cell would have to be.
+fn unsupported_worst_cases(metrics: &[String], selected: &[(&Cell, &Metrics)]) -> Option<String> {
+    let mut parts = Vec::new();
+    let mut observed: Option<(f64, f64)> = None;
+    for name in metrics {
+        let Some(stem) = name.strip_suffix("_us") else {
+            continue;
+        };
+        let Some(at) = stem.find("worst_") else {
+            continue;
+        };
+        let needs_key = format!("{stem}_needs_s");
+        let observed_key = format!("{}worst_observed_s", &stem[..at]);
+        let mut needs: Option<f64> = None;
+        let mut empty = 0usize;
+        for (_, m) in selected {
+            if m.contains_key(name) {
+                continue;
+            }
+            if let Some(&n) = m.get(&needs_key) {
+                needs = Some(needs.map_or(n, |x: f64| x.max(n)));
+                empty += 1;
+                if let Some(&o) = m.get(&observed_key) {
+                    observed = Some(observed.map_or((o, o), |(lo, hi)| (lo.min(o), hi.max(o))));
+                }
+            }
+        }
+        if let Some(n) = needs {
+            parts.push(format!(
+                "{name} is left out of {empty} cell(s): it needs at least {} of measurement per cell",
+                crate::duration::format_coarse(n.ceil() as u64)
+            ));
+        }
+    }
+    if parts.is_empty() {
+        return None;
+    }
+    let measured = match observed {
+        Some((lo, hi)) if (hi - lo).abs() < 0.5 => format!(
+            "These cells measured {} each",
+            crate::duration::format_coarse(lo.round() as u64)
+        ),
+        Some((lo, hi)) => format!(
+            "These cells measured {} to {}",
+            crate::duration::format_coarse(lo.round() as u64),
+            crate::duration::format_coarse(hi.round() as u64)
+        ),
+        None => "Some cells were too short".to_string(),
+    };
+    Some(format!(
+        "{measured}; an expected worst case is given only for a period at most ten times a cell's measurement (docs/analysis.md, \"Validity of predictions\"): {} (raise --duration-scale).",
+        parts.join("; ")
+    ))
+}
+
 /// One dimension's value for a cell and metric, with its sort position.
 fn coordinate(
     dim: &str,
@@ -185,12 +242,17 @@ pub fn build(spec: &TableSpec, study: &StudyFile, done: &[(&Cell, &Metrics)]) ->
                 .collect(),
         })
         .collect();
+    let unsupported = unsupported_worst_cases(&metrics, &selected);
+    let note = match (&spec.note, unsupported) {
+        (Some(n), Some(u)) => Some(format!("{n} {u}")),
+        (n, u) => n.clone().or(u),
+    };
     Table {
         title: spec.title.clone(),
         corner: row_dims.join(" / "),
         columns: col_keys.into_iter().map(|c| c.1).collect(),
         rows,
-        note: spec.note.clone(),
+        note,
         cells: contributing.len(),
         medians,
     }
@@ -248,6 +310,45 @@ values = ["p99_us"]
             })
             .collect();
         (s, cells, metrics)
+    }
+
+    /// A worst case too far beyond a cell's measurement is left out, and the note says what
+    /// the cells measured and how long they would have to be.
+    #[test]
+    fn unsupported_worst_cases_are_named_in_the_note() {
+        let (s, cells, mut metrics) = fixture();
+        for m in &mut metrics {
+            m.insert("worst_observed_s".into(), 15.0);
+            m.insert("worst_hour_needs_s".into(), 360.0);
+            m.insert("worst_day_us".into(), 1_000.0);
+        }
+        let done: Vec<_> = cells.iter().zip(&metrics).collect();
+        let mut spec = s.table[0].clone();
+        spec.values = vec![
+            "p99_us".into(),
+            "worst_hour_us".into(),
+            "worst_day_us".into(),
+        ];
+        spec.note = Some("Given.".into());
+        let t = build(&spec, &s, &done);
+        assert_eq!(t.columns, ["p99_us", "worst_day_us"]);
+        let note = t.note.expect("note");
+        assert!(
+            note.starts_with("Given. These cells measured 15s each;"),
+            "{note}"
+        );
+        assert!(
+            note.contains(&format!(
+                "worst_hour_us is left out of {} cell(s): it needs at least 6m of measurement per cell",
+                cells.len()
+            )),
+            "{note}"
+        );
+        assert!(!note.contains("worst_day_us is"), "{note}");
+        // Every figure supported: no sentence.
+        spec.values = vec!["p99_us".into(), "worst_day_us".into()];
+        spec.note = None;
+        assert_eq!(build(&spec, &s, &done).note, None);
     }
 
     #[test]
