@@ -516,6 +516,39 @@ pub fn write_budget(w: &mut dyn Write, r: &BudgetResult) -> io::Result<()> {
         dist(me.response_ns.as_ref(), |s| s.max_ns),
         dist(me.start_lateness_ns.as_ref(), |s| s.p99_ns)
     )?;
+    if let Some(a) = &r.agreement {
+        writeln!(
+            w,
+            "measured against predicted: {:.2}x at the median, {:.2}x at the p99{}",
+            a.ratio_p50,
+            a.ratio_p99,
+            if a.disagrees {
+                format!(
+                    " (beyond {}x: the prediction does not hold)",
+                    sandglass::microbench::budget::DISAGREEMENT
+                )
+            } else {
+                String::new()
+            }
+        )?;
+        if a.disagrees {
+            writeln!(
+                w,
+                "  {:<38} {:>10} {:>10} {:>10}",
+                "the median frame, part by part", "predicted", "measured", "excess"
+            )?;
+            for p in &a.parts {
+                writeln!(
+                    w,
+                    "  {:<38} {:>10} {:>10} {:>10}",
+                    p.name,
+                    ns(p.predicted_ns),
+                    ns(p.measured_ns),
+                    ns(p.excess_ns)
+                )?;
+            }
+        }
+    }
     if !r.loads.is_empty() {
         writeln!(w, "frames under load; what each load achieved during them:")?;
         crate::load::write(w, &r.loads)?;

@@ -47,6 +47,9 @@ pub enum WarningKind {
     /// The measuring process was stopped (Ctrl-Z, SIGSTOP, a debugger): its delays then are the
     /// stop, not the machine's.
     ProcessStopped,
+    /// A prediction and the run that checks it differ by more than the stated factor
+    /// (`bench budget`); the message names the part that explains least.
+    PredictionDisagrees,
 }
 
 /// One warning.

@@ -503,6 +503,107 @@ pub struct BudgetResult {
     /// What each load achieved during the frames (empty without `--load`).
     #[serde(default)]
     pub loads: Vec<LoadReport>,
+    /// The prediction against the frames measured (absent in runs written before it).
+    #[serde(default)]
+    pub agreement: Option<Agreement>,
+}
+
+/// A prediction and its own run disagree when the measured response differs from the
+/// predicted frame time by more than this factor, either way, at the median or the p99.
+pub const DISAGREEMENT: f64 = 2.0;
+
+/// The prediction against the frames the run measured, with where the time went.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Agreement {
+    /// Measured response (release to completion) ÷ predicted frame time, at the median.
+    pub ratio_p50: f64,
+    /// The same at the p99.
+    pub ratio_p99: f64,
+    /// Either ratio is beyond [`DISAGREEMENT`] (or below its inverse).
+    pub disagrees: bool,
+    /// The median frame's time, part by part, predicted against measured, the part furthest
+    /// above its prediction first: the wakeup (how late the frame began), each step inside the
+    /// frames against the step alone, and the time between steps that no step accounts for.
+    pub parts: Vec<Part>,
+}
+
+/// One part of a frame's time at the median.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Part {
+    pub name: String,
+    pub predicted_ns: i64,
+    pub measured_ns: i64,
+    /// measured − predicted.
+    pub excess_ns: i64,
+}
+
+/// The name of the part that is how late each frame began.
+pub const WAKEUP_PART: &str = "wakeup (frame start after its release)";
+/// The name of the part no step accounts for.
+pub const BETWEEN_PART: &str = "between steps (not in any step)";
+
+/// What a disagreement says, for people: the ratios and the part furthest above its prediction.
+pub fn disagreement_text(a: &Agreement) -> String {
+    let mut t = format!(
+        "the prediction disagrees with its own run by more than {DISAGREEMENT}x: the measured response is {:.1}x the predicted frame time at the median and {:.1}x at the p99",
+        a.ratio_p50, a.ratio_p99
+    );
+    if let Some(p) = a.parts.first().filter(|p| p.excess_ns > 0) {
+        t.push_str(&format!(
+            "; the largest unexplained part is {}: {} at the median against {} predicted",
+            p.name,
+            Nanos(p.measured_ns.max(0) as u64),
+            Nanos(p.predicted_ns.max(0) as u64)
+        ));
+    }
+    t
+}
+
+/// Compares `prediction` with the frames measured: the ratios, and the median frame split
+/// into its parts. `None` without a predicted or a measured frame.
+pub fn agreement(
+    prediction: &Prediction,
+    steps: &[StepResult],
+    measured: &FramesMeasured,
+) -> Option<Agreement> {
+    let frame = prediction.frame_ns.as_ref()?;
+    let response = measured.response_ns.as_ref()?;
+    let ratio = |m: i64, p: i64| m as f64 / p.max(1) as f64;
+    let (ratio_p50, ratio_p99) = (
+        ratio(response.p50_ns, frame.p50_ns),
+        ratio(response.p99_ns, frame.p99_ns),
+    );
+    let off = |r: f64| !(1.0 / DISAGREEMENT..=DISAGREEMENT).contains(&r);
+    let part = |name: &str, predicted_ns: i64, measured_ns: i64| Part {
+        name: name.to_string(),
+        predicted_ns,
+        measured_ns,
+        excess_ns: measured_ns - predicted_ns,
+    };
+    let mut parts = Vec::with_capacity(steps.len() + 2);
+    let p50 = |s: &Option<Summary>| s.as_ref().map_or(0, |s| s.p50_ns);
+    parts.push(part(WAKEUP_PART, 0, p50(&measured.start_lateness_ns)));
+    let mut in_steps = 0;
+    for s in steps {
+        in_steps += p50(&s.measured_ns);
+        parts.push(part(
+            &s.step.name,
+            p50(&s.predicted_ns),
+            p50(&s.measured_ns),
+        ));
+    }
+    parts.push(part(
+        BETWEEN_PART,
+        0,
+        (p50(&measured.execution_ns) - in_steps).max(0),
+    ));
+    parts.sort_by_key(|p| std::cmp::Reverse(p.excess_ns));
+    Some(Agreement {
+        ratio_p50,
+        ratio_p99,
+        disagrees: off(ratio_p50) || off(ratio_p99),
+        parts,
+    })
 }
 
 /// A step ready to run.
@@ -1137,6 +1238,13 @@ pub fn run(
             ));
         }
     }
+    let agreement = agreement(&prediction, &steps, &measured);
+    if let Some(a) = agreement.as_ref().filter(|a| a.disagrees) {
+        warnings.push(Warning::new(
+            crate::warning::WarningKind::PredictionDisagrees,
+            disagreement_text(a),
+        ));
+    }
     let header = session.header(ended.state, &ended.detail, &warnings);
     let result = BudgetResult {
         header,
@@ -1146,6 +1254,7 @@ pub fn run(
         peer_cpu: peer,
         frame_thread: Some(o.setup),
         steps,
+        agreement,
         prediction,
         measured,
         loads: o.loads,
@@ -1201,6 +1310,75 @@ bytes = "19200"
 kind = "compute"
 time = "1ms"
 "#;
+
+    /// A prediction of 15 µs frames against frames that took 180 µs from their release: a
+    /// disagreement, and the part furthest above its prediction is the wakeup (the frames began
+    /// 120 µs late), before the copy that took 40 µs in the frames against 10 µs alone.
+    #[test]
+    fn a_disagreement_names_the_largest_unexplained_part() {
+        let spec = parse_budget(SEED_BUDGET, "seed.toml").expect("valid");
+        let alone = [
+            vec![3_000i64; 50],
+            vec![1_000; 50],
+            vec![10_000; 50],
+            vec![1_000; 50],
+        ];
+        let prediction = predict(&alone, spec.period_ns, 5);
+        assert_eq!(prediction.frame_ns.as_ref().expect("frame").p50_ns, 15_000);
+        let in_frames = [3_000i64, 1_000, 40_000, 1_000];
+        let steps: Vec<StepResult> = spec
+            .steps
+            .iter()
+            .zip(alone.iter().zip(in_frames))
+            .map(|(st, (a, m))| StepResult {
+                step: st.clone(),
+                predicted_ns: super::super::summarize(&mut a.clone()),
+                measured_ns: super::super::summarize(&mut [m; 5]),
+            })
+            .collect();
+        // Each frame: released at k·100 ms, begun 120 µs late, 60 µs of work (45 in steps).
+        // Five frames a period apart, each begun `late` after its release and ended at `end`.
+        let frames_at = |late: u64, end: u64| -> Vec<Frame> {
+            (0..5u64)
+                .map(|k| Frame {
+                    release_ns: k * 100_000_000,
+                    start_ns: k * 100_000_000 + late,
+                    end_ns: k * 100_000_000 + end,
+                })
+                .collect()
+        };
+        let frames = frames_at(120_000, 180_000);
+        let measured = frames_measured(&frames, spec.period_ns);
+        let a = agreement(&prediction, &steps, &measured).expect("both");
+        assert!((a.ratio_p50 - 12.0).abs() < 1e-9, "{a:?}");
+        assert!(a.disagrees);
+        let names: Vec<(&str, i64)> = a
+            .parts
+            .iter()
+            .map(|p| (p.name.as_str(), p.excess_ns))
+            .collect();
+        assert_eq!(names[0], (WAKEUP_PART, 120_000));
+        assert_eq!(names[1], ("copy 19200 B", 30_000));
+        assert_eq!(names[2], (BETWEEN_PART, 15_000));
+        let text = disagreement_text(&a);
+        assert!(
+            text.contains("12.0x the predicted frame time at the median"),
+            "{text}"
+        );
+        assert!(
+            text.contains("largest unexplained part is wakeup"),
+            "{text}"
+        );
+        // Frames that take what was predicted agree.
+        let on_time = frames_at(2_000, 20_000);
+        let a = agreement(
+            &prediction,
+            &steps,
+            &frames_measured(&on_time, spec.period_ns),
+        )
+        .expect("both");
+        assert!(!a.disagrees, "{a:?}");
+    }
 
     #[test]
     fn the_seed_budget_parses() {
