@@ -4,11 +4,12 @@
 # ends it with SIGTERM and gives its segments' disk use. Usage:
 #   bench/monitor_growth.sh DURATION_S [monitor options...]
 #   bench/monitor_growth.sh 7200 -c 1 --duty 10% --segment 1h
+# RUNS_DIR chooses where the segments go (default: a new temporary directory).
 set -euo pipefail
 duration=${1:?give the duration in seconds}
 shift
 bin=${SANDGLASS_BIN:-target/release/sandglass}
-runs=$(mktemp -d)
+runs=${RUNS_DIR:-$(mktemp -d)}
 export SANDGLASS_RUNS_DIR=$runs
 "$bin" monitor "$@" -q &
 pid=$!
