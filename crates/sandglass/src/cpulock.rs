@@ -88,21 +88,12 @@ pub fn acquire_in(
         match sandglass_sys::process::try_lock_exclusive(&file) {
             Ok(true) => {
                 let text = format!("{}\n{command}\n", std::process::id());
-                let _ = file.set_len(0);
                 let _ = file.seek(SeekFrom::Start(0));
                 let _ = file.write_all(text.as_bytes());
+                let _ = file.set_len(text.len() as u64);
                 held.push(file);
             }
-            Ok(false) => {
-                let mut text = String::new();
-                let _ = file.read_to_string(&mut text);
-                let mut lines = text.lines();
-                busy.push(Holder {
-                    cpu,
-                    pid: lines.next().and_then(|l| l.trim().parse().ok()),
-                    command: lines.next().unwrap_or_default().to_string(),
-                });
-            }
+            Ok(false) => busy.push(holder_of(&mut file, cpu)),
             Err(e) => return Err(err(e.to_string())),
         }
     }
@@ -110,6 +101,34 @@ pub fn acquire_in(
         return Err(CpuLockError::Busy(busy));
     }
     Ok((CpuLocks { _held: held }, busy))
+}
+
+/// How long a refused run waits for the holder to write its name: the holder writes it right
+/// after taking the lock, so a run started at the same instant can find the file empty, or still
+/// naming the previous, ended holder.
+const HOLDER_NAME_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Who holds `file`'s lock, as it wrote itself into the file: re-read until the file names a
+/// living process (or [`HOLDER_NAME_WAIT`] passes, then "a sandglass that is starting").
+fn holder_of(file: &mut File, cpu: usize) -> Holder {
+    let start = std::time::Instant::now();
+    loop {
+        let mut text = String::new();
+        let _ = file.seek(SeekFrom::Start(0));
+        let _ = file.read_to_string(&mut text);
+        let mut lines = text.lines();
+        let pid: Option<i32> = lines.next().and_then(|l| l.trim().parse().ok());
+        let command = lines.next().unwrap_or_default().to_string();
+        let alive = pid.is_some_and(|p| Path::new(&format!("/proc/{p}")).exists());
+        if (alive && !command.is_empty()) || start.elapsed() >= HOLDER_NAME_WAIT {
+            return Holder {
+                cpu,
+                pid: pid.filter(|_| alive),
+                command,
+            };
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
 }
 
 /// [`acquire_in`] the runtime directory.
@@ -155,5 +174,40 @@ mod tests {
         drop(first);
         let (_third, none) = acquire_in(dir.path(), &[0], false, "x").expect("released");
         assert!(none.is_empty());
+    }
+
+    #[test]
+    fn a_holder_that_has_not_written_its_name_yet_is_waited_for() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("cpu3.lock");
+        // A lock taken by a run that has not yet written its name, holding a previous run's.
+        std::fs::write(&path, "999999999\nsandglass timer -c 3\n").expect("write");
+        let file = File::open(&path).expect("open");
+        assert!(sandglass_sys::process::try_lock_exclusive(&file).expect("flock"));
+        let e = acquire_in(dir.path(), &[3], false, "x").expect_err("busy");
+        assert!(
+            e.to_string()
+                .contains("CPU 3 by a sandglass that is starting"),
+            "{e}"
+        );
+        // It writes its name while the refused run is reading.
+        let writer = {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                let text = format!("{}\nsandglass noise -c 3\n", std::process::id());
+                std::fs::write(&path, text).expect("write");
+            })
+        };
+        let e = acquire_in(dir.path(), &[3], false, "x").expect_err("busy");
+        writer.join().expect("writer");
+        let text = e.to_string();
+        assert!(
+            text.contains(&format!(
+                "CPU 3 by pid {} (sandglass noise -c 3)",
+                std::process::id()
+            )),
+            "{text}"
+        );
     }
 }
