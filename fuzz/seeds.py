@@ -85,6 +85,9 @@ def main():
         put("cpu_list", c)
     for p in ["f:95", "r:1", "o", "o:5", "o:-20", "b", "i", "d:100us:1ms", "d:3ms:5ms:8ms", "RTMED", "NORMAL"]:
         put("policy", p)
+    for w in ["audio:64@48000x2", "audio:256@44100x3", "audio:128@48000", "control:1ms:500us", "control:250us", "video:60", "video:59.94"]:
+        put("workload", sel(0, w))
+    put("workload", sel(1, '[[task]]\nname = "fast"\nwcet = "200us"\nperiod = "1ms"\n\n[[task]]\nname = "slow"\nwcet = "3ms"\nperiod = "10ms"\ndeadline = "4ms"\n'))
     for c in [
         "-n 2 -d 5s -t 0 -p RTMED -w PERIODIC 3ms 8ms -i HR -t 1 -p RTLOW -w PERIODIC 17ms 33ms -i HR -x",
         "-d 5s -n 10 -a -p NORMAL -w CPU_YIELD 0.9ms -x",

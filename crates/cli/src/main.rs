@@ -5,6 +5,7 @@
 mod analyze;
 mod bench;
 mod calibrate;
+mod check;
 mod common;
 mod compare;
 mod discover;
@@ -54,6 +55,10 @@ enum Command {
     Timer(timer::TimerArgs),
     /// OS noise on every chosen CPU: every interruption of a polling thread (oslat, sysjitter)
     Noise(noise::NoiseArgs),
+    /// Can this machine carry a workload (audio:64@48000x2, control:1ms:500us, video:60, a task
+    /// file)? Configuration scan, a measurement at its period and priority, the miss
+    /// probability and mean time between misses with intervals, a verdict and ranked fixes
+    Check(check::CheckArgs),
     /// Schedulability, tail prediction, buffer underrun, cost models and statistics, fed by
     /// published examples or by measured runs
     Analyze(analyze::AnalyzeArgs),
@@ -85,7 +90,7 @@ enum Command {
     Compare(compare::CompareArgs),
     /// Measure the cycle counter and the polling loop's iteration times on one CPU
     Calibrate(calibrate::CalibrateArgs),
-    /// Print the JSON Schema of a `--json` output (timer, noise, hourglass, study, load,
+    /// Print the JSON Schema of a `--json` output (timer, check, noise, hourglass, study, load,
     /// bench-KIND, compare, runs, sysinfo), as committed in docs/schema/
     Schema {
         /// The output's kind, as in its `schema` field (`sandglass-KIND/N`)
@@ -166,6 +171,7 @@ fn main() -> ExitCode {
     common::set_quiet(match &cli.command {
         Command::Timer(a) => a.quiet.quiet,
         Command::Noise(a) => a.quiet.quiet,
+        Command::Check(a) => a.quiet.quiet,
         Command::Study(a) => a.quiet.quiet,
         Command::Quick(a) => a.quiet.quiet,
         Command::Bench(a) => a.quiet.quiet,
@@ -183,6 +189,7 @@ fn main() -> ExitCode {
         Command::Bench(a) => bench::bench(a),
         Command::Load(a) => load::load(a),
         Command::Noise(a) => noise::noise(a),
+        Command::Check(a) => check::check(a),
         Command::Compare(a) => compare::compare(a),
         Command::Monitor(a) => monitor::monitor(a, false),
         Command::Top(a) => monitor::monitor(a, true),

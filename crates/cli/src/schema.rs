@@ -89,6 +89,12 @@ pub fn outputs() -> Vec<Output> {
             of::<sandglass::timer::TimerResult>,
         ),
         fixed(
+            "check",
+            sandglass::check::SCHEMA,
+            "check --json and check.json in its run",
+            of::<sandglass::check::CheckReport>,
+        ),
+        fixed(
             "noise",
             sandglass::noise::JSON_SCHEMA,
             "noise --json and a noise run's summary.json",

@@ -17,8 +17,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Every versioned output, as `sandglass schema` names them.
-const KINDS: [&str; 32] = [
+const KINDS: [&str; 33] = [
     "timer",
+    "check",
     "noise",
     "hourglass",
     "study",
@@ -683,6 +684,35 @@ fn hourglass_summary_matches_its_schema() {
     let text = std::fs::read_to_string(tmp.path().join("h/summary.json")).unwrap();
     let v: Value = serde_json::from_str(&text).unwrap();
     check("hourglass", &v, &["/switches/count", "/threads/0/workload"]);
+}
+
+/// `check --json` and the run's check.json (issue acceptance: the verdict, findings, miss
+/// probability and MTTF with an interval, validated against the schema).
+#[test]
+fn check_json_matches_its_schema() {
+    if !is_root() {
+        skip("needs root for SCHED_FIFO timer threads (CI runs as root)");
+        return;
+    }
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let v = json_in(
+        tmp.path(),
+        &["check", "audio:64@48000x2", "-d", "3s", "-c", "1", "--json"],
+    );
+    check(
+        "check",
+        &v,
+        &[
+            "/verdict/level",
+            "/predictions/miss_probability_high",
+            "/findings/0/fix",
+            "/workload/period_ns",
+        ],
+    );
+    let saved = Path::new(v["run_dir"].as_str().unwrap()).join("check.json");
+    let saved: Value = serde_json::from_str(&std::fs::read_to_string(saved).unwrap()).unwrap();
+    assert_eq!(saved, v);
 }
 
 #[test]

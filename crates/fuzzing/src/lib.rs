@@ -49,6 +49,11 @@ pub const TARGETS: &[Target] = &[
         run: task_file,
     },
     Target {
+        name: "workload",
+        what: "check's workload strings (audio:64@48000x2, control:1ms:500us, video:60, a task file)",
+        run: workload,
+    },
+    Target {
         name: "study_file",
         what: "study files (TOML)",
         run: study_file,
@@ -226,6 +231,33 @@ pub fn data_file(data: &[u8]) {
                 let _ = significance::mann_whitney(a, b);
             }
         }
+    }
+}
+
+/// `check`'s workload strings (a first byte of 1 reads the rest as a task file); a workload
+/// that parses has a period a timer can serve, and its predictions and verdict are made
+/// without panicking.
+pub fn workload(data: &[u8]) {
+    use sandglass::check::{predict, workload};
+    let (which, rest) = select(data);
+    let s = text(rest).into_owned();
+    let parsed = if which % 2 == 1 {
+        let body = s.clone();
+        workload::parse("set.toml", &move |_| Ok(body.clone()))
+    } else {
+        workload::parse(&s, &|_| {
+            Err(std::io::Error::from(std::io::ErrorKind::NotFound))
+        })
+    };
+    if let Ok(w) = parsed {
+        assert!(w.period_ns.0 > 0, "{s:?}: {w:?}");
+        let d = sandglass::analysis::distribution::Distribution::from_bins([
+            (1_000, 90),
+            (w.deadline_ns.0 as i64, 9),
+            (2 * w.deadline_ns.0 as i64 + 1, 1),
+        ]);
+        let p = predict::predict(&w, sandglass::Nanos::ZERO, &d, predict::DEFAULT_TARGET_S);
+        let _ = predict::verdict(&w, &p);
     }
 }
 

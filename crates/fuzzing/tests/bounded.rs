@@ -306,6 +306,7 @@ targets!(
     policy,
     hourglass_cmdline,
     task_file,
+    workload,
     study_file,
     pipeline_file,
     data_file,

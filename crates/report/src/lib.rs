@@ -7,6 +7,7 @@
 
 pub mod analysis;
 pub mod causes;
+pub mod check;
 pub mod compare;
 pub mod export;
 pub mod hourglass;

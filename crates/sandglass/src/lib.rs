@@ -11,6 +11,7 @@
 pub mod analysis;
 pub mod catalog;
 pub mod causes;
+pub mod check;
 pub mod clock;
 pub mod compare;
 pub mod contain;

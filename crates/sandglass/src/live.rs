@@ -90,6 +90,19 @@ pub struct CpuSnapshot {
     pub max_ns: i64,
 }
 
+impl CpuSnapshot {
+    /// Releases certainly later than `ns`: those in buckets whose lower bound is at least
+    /// `ns` (a lower bound on the exact count; the bucket holding `ns` is left out).
+    pub fn certainly_above(&self, ns: u64) -> u64 {
+        self.buckets
+            .iter()
+            .enumerate()
+            .filter(|&(k, _)| k > 0 && upper_ns(k - 1) >= ns as f64)
+            .map(|(_, c)| c)
+            .sum()
+    }
+}
+
 impl LiveCpu {
     fn new(cpu: usize) -> LiveCpu {
         LiveCpu {
@@ -256,6 +269,23 @@ impl Live {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn certainly_above_counts_only_whole_buckets_beyond() {
+        let live = Live::new(&[1]);
+        let c = live.cpu(1).expect("cpu");
+        {
+            let _b = c.batch();
+            for ns in [5_000, 499_000, 501_000, 520_000, 600_000, 2_000_000] {
+                c.release(ns, false);
+            }
+        }
+        let s = c.snapshot();
+        // 501 µs shares the bucket of 500 µs (469.5-512 µs): not certain.
+        assert_eq!(s.certainly_above(500_000), 3);
+        assert_eq!(s.certainly_above(1_000), 6);
+        assert_eq!(s.certainly_above(3_000_000), 0);
+    }
 
     #[test]
     fn bounds_double_every_eight_buckets() {

@@ -112,6 +112,11 @@ pub trait Observer {
     fn progress(&mut self, _elapsed: Nanos, _total: Nanos) {}
     /// About once a second during the measurement: what each thread has seen so far.
     fn live(&mut self, _elapsed: Nanos, _rows: &[LiveRow]) {}
+    /// About once a second during the measurement: `Some(why)` ends the run early, complete,
+    /// because what it set out to learn is already known (`sandglass check`).
+    fn end_early(&mut self, _elapsed: Nanos) -> Option<String> {
+        None
+    }
 }
 
 /// What one measuring thread has seen so far, for a live display.

@@ -242,6 +242,13 @@ pub(crate) fn supervise<H: Host, C: Clock + Copy, S: Sink>(
             last_progress = elapsed_ns - elapsed_ns % 1_000_000_000;
             obs.progress(Nanos(elapsed_ns), plan.duration_ns);
             obs.live(Nanos(elapsed_ns), &live_rows(threads, &progress_refs));
+            if lp.stop_since.is_none() {
+                if let Some(why) = obs.end_early(Nanos(elapsed_ns)) {
+                    let detail = format!("ended early after {}: {why}", Nanos(elapsed_ns));
+                    obs.note(&detail);
+                    lp.stop(now, RunState::Completed, detail);
+                }
+            }
         }
     }
     // A stop in the run's last moments: its SIGCONT came after the threads had finished.

@@ -623,3 +623,37 @@ fn a_thread_that_does_not_stop_is_abandoned_by_the_watchdog() {
         );
     }
 }
+
+/// An observer that has learned what it needed ends the run early, complete, with every
+/// setting restored.
+#[test]
+fn an_observer_ends_the_run_early_and_it_is_complete() {
+    struct Knows(Vec<u64>);
+    impl Observer for Knows {
+        fn end_early(&mut self, elapsed: Nanos) -> Option<String> {
+            self.0.push(elapsed.0);
+            (elapsed >= Nanos::from_secs(2)).then(|| "the answer is known".to_string())
+        }
+    }
+    let mock = Mock::failing(Fail::default());
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let ctx = context(tmp.path(), Faults::default());
+    let mut obs = Knows(Vec::new());
+    let r = measure_with(&mock, &timer_plan(1, 10_000), &ctx, &mut obs, |_| {
+        Ok(Counting::default())
+    });
+    let (mut m, sink) = r.expect("run");
+    m.signals = SignalHold::none();
+    assert_eq!(m.state, RunState::Completed, "{}", m.end_detail);
+    assert!(
+        m.end_detail.starts_with("ended early after 2")
+            && m.end_detail.ends_with(": the answer is known"),
+        "{}",
+        m.end_detail
+    );
+    // Asked about once a second, and not after it said so.
+    assert_eq!(obs.0.len(), 2, "{:?}", obs.0);
+    assert!(m.elapsed_ns() < 5_000_000_000, "{}", m.elapsed_ns());
+    assert!(sink.releases > 0);
+    assert_restored(&mock.log());
+}

@@ -1,0 +1,280 @@
+//! `sandglass check`: can this machine, as configured, carry a workload? A configuration scan,
+//! a measurement at the workload's period and priority, predictions with their intervals and
+//! validity, and a verdict with the fixes ranked by expected effect.
+
+pub mod config;
+pub mod predict;
+pub mod workload;
+
+use crate::causes::attribute::Why;
+use crate::causes::Causes;
+use crate::units::Nanos;
+use config::{Finding, Status};
+use predict::{Predictions, Verdict};
+use serde::{Deserialize, Serialize};
+use workload::Workload;
+
+/// The schema name of `check --json` and of `check.json` in the run directory.
+pub const SCHEMA: &str = "sandglass-check/1";
+
+/// What held the CPU while the workload's periods were late, from the run's own attribution.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Culprit {
+    /// `sg-hourglass-0:214`, `IRQ 24 eth0`, `timer interrupt late, cpu idle`.
+    pub name: String,
+    /// `thread`, `irq`, `softirq`, `nmi`, `timer` or `unexplained`.
+    pub kind: String,
+    /// For a thread: why it could delay the wakeup, and its policy.
+    pub why: Option<String>,
+    pub policy: Option<String>,
+    /// Late periods it took part in, the time it took from them, its longest share.
+    pub count: u64,
+    pub stolen_ns: u64,
+    pub max_ns: u64,
+}
+
+/// One thing to change, ranked by its expected effect.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Fix {
+    /// What to change, for people.
+    pub what: String,
+    /// Why: the evidence (measured in this run, or the finding's documented effect).
+    pub why: String,
+    /// The command that does it, when there is one.
+    pub command: Option<String>,
+    /// `measured` (a cause named in this run's late periods) or the finding's status.
+    pub basis: String,
+}
+
+/// Everything `sandglass check` found: `check --json` and `check.json` in the run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CheckReport {
+    pub schema: String,
+    pub workload: Workload,
+    /// Computation per period (`--work`), subtracted from the slack.
+    pub work_ns: Nanos,
+    pub verdict: Verdict,
+    pub predictions: Predictions,
+    /// The measured CPU, the policy the workload's stand-in ran at, and the loads run beside it.
+    pub cpu: usize,
+    pub policy: String,
+    pub loads: Vec<String>,
+    pub run_id: String,
+    pub run_dir: String,
+    /// The run's state, and why it ended early when it did.
+    pub run_state: String,
+    pub end_detail: String,
+    /// Whether the kernel's events were recorded (the culprits are then exact).
+    pub traced: bool,
+    /// The hypervisor's share of the measured CPU, when sampled.
+    pub steal_share: Option<f64>,
+    /// Delays at least this long were attributed (half the slack): the late periods and the
+    /// near misses.
+    pub explained_above_ns: Nanos,
+    /// What held the CPU in those delays, largest first.
+    pub culprits: Vec<Culprit>,
+    pub findings: Vec<Finding>,
+    pub fixes: Vec<Fix>,
+}
+
+/// The culprits of a run's delays on `cpu`, largest share first: the kernel's attribution
+/// when the run recorded it, else the /proc sampler's explanation of its largest delays.
+pub fn culprits(causes: Option<&Causes>, cpu: usize) -> Vec<Culprit> {
+    let Some(c) = causes else {
+        return Vec::new();
+    };
+    if let Some(k) = &c.kernel {
+        let mut out: Vec<Culprit> = k
+            .causes
+            .iter()
+            .filter(|x| x.cpu == cpu)
+            .map(|x| Culprit {
+                name: x.name.clone(),
+                kind: x.kind.as_str().to_string(),
+                why: x.why.map(|w| w.as_str().to_string()),
+                policy: x.policy.clone(),
+                count: x.count,
+                stolen_ns: x.stolen_ns,
+                max_ns: x.max_ns,
+            })
+            .collect();
+        out.sort_by_key(|x| std::cmp::Reverse(x.stolen_ns));
+        return out;
+    }
+    let mut out: Vec<Culprit> = Vec::new();
+    for s in c
+        .explanation
+        .iter()
+        .flat_map(|e| &e.spikes)
+        .filter(|s| s.cpu == cpu)
+    {
+        let name = match (s.abnormal.first(), &s.inferred) {
+            (Some(a), _) => a.text(),
+            (None, Some(i)) => i.text.clone(),
+            (None, None) => "nothing unusual in the sampled counters".to_string(),
+        };
+        match out.iter_mut().find(|x| x.name == name) {
+            Some(x) => {
+                x.count += 1;
+                x.stolen_ns += s.size_ns;
+                x.max_ns = x.max_ns.max(s.size_ns);
+            }
+            None => out.push(Culprit {
+                name,
+                kind: "sampled".to_string(),
+                why: None,
+                policy: None,
+                count: 1,
+                stolen_ns: s.size_ns,
+                max_ns: s.size_ns,
+            }),
+        }
+    }
+    out.sort_by_key(|x| std::cmp::Reverse(x.stolen_ns));
+    out
+}
+
+/// The fix for one culprit on `cpu`, for a workload at SCHED_FIFO `priority`.
+fn culprit_fix(c: &Culprit, cpu: usize, priority: u32) -> Fix {
+    let other = if cpu == 0 { 1 } else { 0 };
+    let took = format!(
+        "took {} in {} of the delays longer than half the slack (at most {} at once)",
+        Nanos(c.stolen_ns),
+        c.count,
+        Nanos(c.max_ns)
+    );
+    let pid = c.name.rsplit_once(':').map(|(_, p)| p.to_string());
+    let (what, command) = match c.kind.as_str() {
+        "thread" if c.why.as_deref() == Some(Why::NonPreemptible.as_str()) => (
+            format!("{} held CPU {cpu} in a kernel section that could not be preempted: a preemptible kernel (preempt=full, PREEMPT_RT) lets the workload in, or move the task to another CPU", c.name),
+            pid.map(|p| format!("taskset -a -p -c {other} {p}")),
+        ),
+        "thread" => (
+            format!(
+                "{} ({}) ran on CPU {cpu} at a priority the workload's SCHED_FIFO {priority} cannot preempt: move it to another CPU, or lower it below the workload",
+                c.name,
+                c.policy.as_deref().unwrap_or("its policy")
+            ),
+            pid.map(|p| format!("taskset -a -p -c {other} {p}   # or: chrt -a -o -p 0 {p}")),
+        ),
+        "irq" | "softirq" => (
+            format!("interrupt work {} ran on CPU {cpu}: route the device's interrupt to another CPU (and with threadirqs its handler becomes a thread the workload can preempt)", c.name),
+            None,
+        ),
+        "nmi" => (
+            "non-maskable interrupts (the NMI watchdog or perf) ran on the CPU".to_string(),
+            Some("sysctl kernel.nmi_watchdog=0".to_string()),
+        ),
+        "timer" => (
+            format!("the timer interrupt itself came late on CPU {cpu} ({}): on a virtual machine the host delivered it late; on bare metal, a deep idle state or firmware (SMI) held the CPU", c.name),
+            Some("on the host: pin the vCPU to a dedicated core; on bare metal: hold /dev/cpu_dma_latency at 0 or disable deep idle states (cpupower idle-set -D 10)".to_string()),
+        ),
+        _ => (
+            format!("{}: not explained by the recorded events", c.name),
+            None,
+        ),
+    };
+    Fix {
+        what,
+        why: took,
+        command,
+        basis: "measured".to_string(),
+    }
+}
+
+/// The fixes, ranked: first the culprits of this run's late periods (by the time they took),
+/// then the configuration's problems and advice (by their documented effect).
+pub fn fixes(culprits: &[Culprit], findings: &[Finding], cpu: usize, priority: u32) -> Vec<Fix> {
+    // Late timer interrupts, idle or busy, have one fix; time the events do not explain
+    // (the measuring thread's own running, leaving idle) has none.
+    let mut merged: Vec<Culprit> = Vec::new();
+    for c in culprits {
+        if c.kind == "unexplained"
+            || (c.kind == "sampled" && c.name == "nothing unusual in the sampled counters")
+        {
+            continue;
+        }
+        match merged
+            .iter_mut()
+            .find(|m| m.kind == "timer" && c.kind == "timer")
+        {
+            Some(m) => {
+                m.name = format!("{}; {}", m.name, c.name);
+                m.count += c.count;
+                m.stolen_ns += c.stolen_ns;
+                m.max_ns = m.max_ns.max(c.max_ns);
+            }
+            None => merged.push(c.clone()),
+        }
+    }
+    merged.sort_by_key(|x| std::cmp::Reverse(x.stolen_ns));
+    let mut out: Vec<Fix> = merged
+        .iter()
+        .take(5)
+        .map(|c| culprit_fix(c, cpu, priority))
+        .collect();
+    for f in findings
+        .iter()
+        .filter(|f| matches!(f.status, Status::Problem | Status::Advice))
+    {
+        out.push(Fix {
+            what: format!("{}: {}", f.id, f.observed),
+            why: if f.effect.is_empty() {
+                f.reason.clone()
+            } else {
+                format!("{}; {}", f.reason, f.effect)
+            },
+            command: f.fix.clone(),
+            basis: f.status.as_str().to_string(),
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::causes::attribute::CauseKind;
+
+    #[test]
+    fn a_fifo_task_is_named_first_with_how_to_move_it() {
+        let cs = vec![
+            Culprit {
+                name: "timer interrupt late, cpu idle".into(),
+                kind: CauseKind::Timer.as_str().into(),
+                why: None,
+                policy: None,
+                count: 3,
+                stolen_ns: 300_000,
+                max_ns: 200_000,
+            },
+            Culprit {
+                name: "sg-hourglass-0:4242".into(),
+                kind: CauseKind::Thread.as_str().into(),
+                why: Some(Why::Priority.as_str().into()),
+                policy: Some("SCHED_FIFO 99".into()),
+                count: 50,
+                stolen_ns: 90_000_000,
+                max_ns: 2_000_000,
+            },
+        ];
+        let mut sorted = cs.clone();
+        sorted.sort_by_key(|x| std::cmp::Reverse(x.stolen_ns));
+        let f = fixes(&sorted, &[], 1, 90);
+        assert!(
+            f[0].what
+                .starts_with("sg-hourglass-0:4242 (SCHED_FIFO 99) ran on CPU 1"),
+            "{}",
+            f[0].what
+        );
+        assert!(f[0]
+            .command
+            .as_deref()
+            .is_some_and(|c| c.starts_with("taskset -a -p -c 0 4242")));
+        assert!(
+            f[1].what.contains("timer interrupt itself came late"),
+            "{}",
+            f[1].what
+        );
+    }
+}
