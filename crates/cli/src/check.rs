@@ -261,7 +261,7 @@ pub fn check(a: &CheckArgs) -> Result<u8, Failure> {
     let predictions = predict::predict(&w, work, &latency.distribution, target_s);
     let verdict = predict::verdict(&w, &predictions);
     let culprits = check::culprits(result.run.causes.as_ref(), cpu);
-    let fixes = check::fixes(&culprits, &findings, cpu, priority);
+    let fixes = check::fixes(&culprits, &findings, cpu, priority, Nanos(slack as u64));
     let steal_share = result
         .run
         .causes

@@ -89,6 +89,29 @@ fn an_audio_check_gives_its_verdict_predictions_and_findings() {
         "{}",
         out.stderr
     );
+    // The run's HTML report opens with the verdict.
+    let run = out
+        .stdout
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("run: "))
+        .unwrap()
+        .to_string();
+    let page = runs.path().join("check.html");
+    let html = run_in(
+        runs.path(),
+        &["report", &run, "--html", page.to_str().unwrap()],
+    );
+    assert_eq!(html.code, Some(0), "{}", html.stderr);
+    let text = std::fs::read_to_string(&page).unwrap();
+    let verdict = text
+        .find("<h2>Verdict for audio:64@48000x2: ")
+        .expect("a verdict section");
+    assert_eq!(
+        verdict,
+        text.find("<h2>").unwrap(),
+        "the verdict is not the first section"
+    );
+    assert!(text.contains("mean time between xruns"));
 }
 
 /// The Hourglass thread sg-hourglass-0 at SCHED_FIFO 99 running 2 ms every 10 ms, on CPU 1,

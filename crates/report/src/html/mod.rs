@@ -47,6 +47,13 @@ pub struct Options {
 pub const DEFAULT_WINDOW: Nanos = Nanos(100_000_000);
 
 /// The page of a run: timer, noise or hourglass.
+/// The verdict `sandglass check` wrote beside a timer run's results, when it did (an
+/// unreadable one is left out: the run's own figures still stand).
+fn check_of(r: &RunReader) -> Option<sandglass::check::CheckReport> {
+    let text = std::fs::read_to_string(r.path().join("check.json")).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
 pub fn run(r: &RunReader, o: &Options) -> Result<String, ExportError> {
     r.verify()?;
     match r.manifest.kind.as_str() {
@@ -273,6 +280,9 @@ fn timer(r: &RunReader) -> Result<String, ExportError> {
         ),
     );
     sections::header(&mut p, r);
+    if let Some(c) = check_of(r) {
+        sections::verdict(&mut p, &c);
+    }
     p.section("Key figures");
     let key_row = |cpu: String,
                    policy: String,

@@ -51,6 +51,89 @@ pub fn header(p: &mut Page, r: &RunReader) {
     ]);
 }
 
+/// The verdict of `sandglass check` on the run, first: the answer, the predictions that carry
+/// it, and the fixes ranked by expected effect.
+pub fn verdict(p: &mut Page, c: &sandglass::check::CheckReport) {
+    use sandglass::check::predict::span;
+    let time = |ns: u64| Nanos(ns).to_string();
+    let pr = &c.predictions;
+    p.section(&format!(
+        "Verdict for {}: {}",
+        c.workload.spec,
+        c.verdict.level.as_str()
+    ));
+    p.text(&format!(
+        "{}: {}.",
+        c.workload.description, c.verdict.reason
+    ));
+    let interval = |v: Option<f64>, lo: Option<f64>, hi: Option<f64>| match v {
+        Some(v) => match (lo, hi) {
+            (Some(a), Some(b)) => format!("{} (95 %: {} to {})", span(v), span(a), span(b)),
+            _ => span(v),
+        },
+        None => "-".to_string(),
+    };
+    let mtbf = match (pr.mtbf_s, pr.mtbf_needs_run_s, pr.mtbf_at_least_s) {
+        (Some(_), _, _) => interval(pr.mtbf_s, pr.mtbf_low_s, pr.mtbf_high_s),
+        (None, Some(need), _) => format!("needs a run of at least {}", span(need)),
+        (None, None, Some(a)) => format!("at least {} (95 %, none seen)", span(a)),
+        _ => "-".to_string(),
+    };
+    let needs = match (pr.target_slack_high_ns, pr.target_needs_run_s) {
+        (Some(v), _) => time(v.max(0) as u64),
+        (None, Some(need)) => format!("needs a run of at least {}", span(need)),
+        _ => "-".to_string(),
+    };
+    let misses_key = format!("{}s", c.workload.miss);
+    let mtbf_key = format!("mean time between {}s", c.workload.miss);
+    let target_key = format!(
+        "slack for one {} per {}",
+        c.workload.miss,
+        span(pr.target_s)
+    );
+    p.facts(&[
+        ("slack", time(pr.slack_ns.max(0) as u64)),
+        (
+            "measured",
+            format!(
+                "{} periods in {} on CPU {} at {}",
+                count(pr.periods),
+                span(pr.measured_s),
+                c.cpu,
+                c.policy
+            ),
+        ),
+        (
+            &misses_key,
+            format!(
+                "{} ({:.4} % of periods; 95 %: {:.4} % to {:.4} %)",
+                count(pr.misses),
+                pr.miss_probability * 100.0,
+                pr.miss_probability_low * 100.0,
+                pr.miss_probability_high * 100.0
+            ),
+        ),
+        (&mtbf_key, mtbf),
+        (&target_key, needs),
+    ]);
+    if !c.fixes.is_empty() {
+        let rows: Vec<Vec<String>> = c
+            .fixes
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                vec![
+                    (i + 1).to_string(),
+                    f.basis.clone(),
+                    f.what.clone(),
+                    f.command.clone().unwrap_or_default(),
+                ]
+            })
+            .collect();
+        p.table(&["rank", "basis", "fix", "how"], &rows, &[1, 2, 3]);
+    }
+}
+
 /// The explanation of the largest delays: the sampler's, the kernel trace's and the trains.
 pub fn causes(p: &mut Page, c: Option<&Causes>) {
     let Some(c) = c else { return };

@@ -545,7 +545,7 @@ pub fn findings(f: &Facts, slack: Nanos, priority: u32) -> Vec<Finding> {
             Status::Problem,
             format!("running under {h}"),
             "the hypervisor schedules this machine's CPUs and delivers its timer interrupts; it can stop a CPU (steal) or deliver a timer late, and nothing inside the guest sees why",
-            "measured below: the steal and late host timers of this run",
+            "what this run measured of it is under the culprits: late timer interrupts and steal",
             Some(slack.0),
             Some("run on bare metal, or pin each vCPU to a dedicated host core with the host's idle polling (KVM: vcpupin, isolcpus on the host, halt_poll_ns)".to_string()),
             "rtla and cyclictest documentation on virtual machines",

@@ -134,6 +134,19 @@ pub fn culprits(causes: Option<&Causes>, cpu: usize) -> Vec<Culprit> {
     out
 }
 
+/// Interrupt vectors that every CPU takes for itself and that cannot be routed elsewhere.
+const PER_CPU_VECTORS: &[&str] = &[
+    "local_timer",
+    "call_function",
+    "call_function_single",
+    "reschedule",
+    "irq_work",
+    "thermal_apic",
+    "spurious_apic",
+    "error_apic",
+    "x86_platform_ipi",
+];
+
 /// The fix for one culprit on `cpu`, for a workload at SCHED_FIFO `priority`.
 fn culprit_fix(c: &Culprit, cpu: usize, priority: u32) -> Fix {
     let other = if cpu == 0 { 1 } else { 0 };
@@ -157,8 +170,16 @@ fn culprit_fix(c: &Culprit, cpu: usize, priority: u32) -> Fix {
             ),
             pid.map(|p| format!("taskset -a -p -c {other} {p}   # or: chrt -a -o -p 0 {p}")),
         ),
-        "irq" | "softirq" => (
-            format!("interrupt work {} ran on CPU {cpu}: route the device's interrupt to another CPU (and with threadirqs its handler becomes a thread the workload can preempt)", c.name),
+        "irq" if PER_CPU_VECTORS.contains(&c.name.as_str()) => (
+            format!("per-CPU kernel work {} (the tick, inter-processor interrupts) ran on CPU {cpu}: an isolated, tickless CPU (isolcpus, nohz_full) gets little of it", c.name),
+            Some(format!("boot with isolcpus=managed_irq,domain,{cpu} nohz_full={cpu} rcu_nocbs={cpu}")),
+        ),
+        "irq" => (
+            format!("the interrupt handler of {} ran on CPU {cpu}: route the device's interrupt to another CPU (and with threadirqs its handler becomes a thread the workload can preempt)", c.name),
+            Some(format!("grep -w '{}' /proc/interrupts   # its number N, then: echo {other} > /proc/irq/N/smp_affinity_list", c.name)),
+        ),
+        "softirq" => (
+            format!("softirq {} ran on CPU {cpu} (raised by the interrupts and timers of the CPU): with threadirqs or PREEMPT_RT it runs in a thread the workload can preempt", c.name),
             None,
         ),
         "nmi" => (
@@ -182,9 +203,16 @@ fn culprit_fix(c: &Culprit, cpu: usize, priority: u32) -> Fix {
     }
 }
 
-/// The fixes, ranked: first the culprits of this run's late periods (by the time they took),
-/// then the configuration's problems and advice (by their documented effect).
-pub fn fixes(culprits: &[Culprit], findings: &[Finding], cpu: usize, priority: u32) -> Vec<Fix> {
+/// The fixes, ranked: first the culprits of this run's late periods (by the time they took;
+/// those that never took a tenth of the slack at once are left out), then the configuration's
+/// problems and advice (by their documented effect).
+pub fn fixes(
+    culprits: &[Culprit],
+    findings: &[Finding],
+    cpu: usize,
+    priority: u32,
+    slack: Nanos,
+) -> Vec<Fix> {
     // Late timer interrupts, idle or busy, have one fix; time the events do not explain
     // (the measuring thread's own running, leaving idle) has none.
     let mut merged: Vec<Culprit> = Vec::new();
@@ -210,6 +238,7 @@ pub fn fixes(culprits: &[Culprit], findings: &[Finding], cpu: usize, priority: u
     merged.sort_by_key(|x| std::cmp::Reverse(x.stolen_ns));
     let mut out: Vec<Fix> = merged
         .iter()
+        .filter(|c| c.max_ns * 10 >= slack.0)
         .take(5)
         .map(|c| culprit_fix(c, cpu, priority))
         .collect();
@@ -260,7 +289,7 @@ mod tests {
         ];
         let mut sorted = cs.clone();
         sorted.sort_by_key(|x| std::cmp::Reverse(x.stolen_ns));
-        let f = fixes(&sorted, &[], 1, 90);
+        let f = fixes(&sorted, &[], 1, 90, Nanos::from_micros(500));
         assert!(
             f[0].what
                 .starts_with("sg-hourglass-0:4242 (SCHED_FIFO 99) ran on CPU 1"),
