@@ -61,8 +61,12 @@ pub struct RunData {
     pub path: PathBuf,
     pub id: String,
     pub kind: String,
-    /// Samples: releases (timer) or interruptions (noise), all CPUs together.
+    /// Samples of the figures: releases (timer) or interruptions (noise) of the worst CPU for
+    /// one run, of every CPU of every run for a group.
     pub count: u64,
+    /// Samples in the run's table, every CPU: what [`RunData::thinned`] was taken from, and the
+    /// weight of this run in a group's test sample.
+    pub scanned: u64,
     /// CPUs measured.
     pub cpus: usize,
     /// The worst CPU's exact nearest-rank values of [`PERCENTILES`], in ns, in that order.
@@ -87,6 +91,7 @@ impl RunData {
             id: path.display().to_string(),
             kind: kind.to_string(),
             count: samples.len() as u64,
+            scanned: samples.len() as u64,
             cpus: 1,
             quantiles: PERCENTILES
                 .iter()
@@ -146,7 +151,9 @@ pub fn load(path: &Path) -> Result<RunData, CompareError> {
         });
     };
     let n = worst.count;
-    let k = (n as usize).div_ceil(TEST_SAMPLES).max(1);
+    // Every CPU's samples are in the table: thin them all to at most TEST_SAMPLES.
+    let all: u64 = per_cpu.iter().map(|p| p.count).sum();
+    let k = (all as usize).div_ceil(TEST_SAMPLES).max(1);
     let mut thinned = Vec::with_capacity(TEST_SAMPLES + 1);
     let mut seen = 0usize;
     let t = TableReader::open(&r, table).ok_or_else(|| CompareError::Empty {
@@ -175,6 +182,7 @@ pub fn load(path: &Path) -> Result<RunData, CompareError> {
         id: r.manifest.id.clone(),
         kind,
         count: n,
+        scanned: seen as u64,
         cpus: per_cpu.len(),
         quantiles,
         missed,
@@ -204,12 +212,12 @@ pub fn load_group(paths: &[PathBuf]) -> Result<RunData, CompareError> {
 
 /// The group of `parts` whose histograms `merged` added.
 fn pool(parts: &[RunData], merged: &crate::merge::Merged) -> RunData {
-    let total: u64 = parts.iter().map(|p| p.count).sum::<u64>().max(1);
+    let total: u64 = parts.iter().map(|p| p.scanned).sum::<u64>().max(1);
     let mut thinned = Vec::with_capacity(TEST_SAMPLES + parts.len());
     for p in parts {
         // This run's share of the test sample, taken evenly from its own thinned sample
         // (which holds at least that many: min(count, TEST_SAMPLES)).
-        let want = ((TEST_SAMPLES as u128 * u128::from(p.count)).div_ceil(u128::from(total))
+        let want = ((TEST_SAMPLES as u128 * u128::from(p.scanned)).div_ceil(u128::from(total))
             as usize)
             .min(p.thinned.len());
         if want == 0 {
@@ -228,6 +236,7 @@ fn pool(parts: &[RunData], merged: &crate::merge::Merged) -> RunData {
             .join("+"),
         kind: merged.kind.clone(),
         count: m.count,
+        scanned: parts.iter().map(|p| p.scanned).sum(),
         cpus: merged.runs.iter().map(|r| r.cpus).sum(),
         quantiles: PERCENTILES
             .iter()
