@@ -144,9 +144,11 @@ pub fn check(a: &CheckArgs) -> Result<u8, Failure> {
     let work = time_arg("--work", &a.work)?;
     let duration = match &a.duration {
         Some(d) => time_arg("-d", d)?,
-        None => {
-            Nanos((target.0 as f64 / sandglass::analysis::worst_case::MAX_HORIZON_RATIO) as u64)
-        }
+        // A tenth of the target, and never less than the 10 s an early end needs.
+        None => Nanos(
+            ((target.0 as f64 / sandglass::analysis::worst_case::MAX_HORIZON_RATIO) as u64)
+                .max(predict::EARLY_MIN_NS),
+        ),
     };
     if duration < Nanos::from_secs(1) {
         return Err(Failure::usage(format!(
@@ -166,6 +168,13 @@ pub fn check(a: &CheckArgs) -> Result<u8, Failure> {
         .unwrap_or(0);
     let cpu = choose_cpu(a)?;
     let slack = w.deadline_ns.0 as i64 - work.0 as i64;
+    if w.deadline_ns == Nanos::ZERO {
+        return Err(Failure::usage(format!(
+            "{}: {} has no slack (its response time equals its deadline): any delay makes it miss",
+            w.spec,
+            w.task.as_deref().unwrap_or("the workload")
+        )));
+    }
     if slack <= 0 {
         return Err(Failure::usage(format!(
             "--work {}: the work per period is not shorter than the slack of {} ({}): nothing can make it fit",

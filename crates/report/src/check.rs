@@ -88,7 +88,7 @@ pub fn write(w: &mut dyn Write, r: &CheckReport) -> io::Result<()> {
             String::new()
         }
     )?;
-    let line = |w: &mut dyn Write, label: &str, value: String| writeln!(w, "  {label:<38} {value}");
+    let line = |w: &mut dyn Write, label: &str, value: String| writeln!(w, "  {label:<45} {value}");
     line(
         w,
         &format!("{miss}s seen"),
