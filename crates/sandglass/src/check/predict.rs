@@ -9,7 +9,8 @@
 //!   one per M: the machine misses more often than the target, and more data would not change
 //!   that;
 //! - **suitable** when the miss rate is shown to be below one per M: either directly (no miss,
-//!   and the one-sided bound 3.69·T/(n·T) already below it, which takes a run 3.7 times M), or
+//!   and the upper end of the rate's 95 % interval, 3.689/(n·T), already below it, which takes
+//!   a run 3.7 times M), or
 //!   by the tail model where its validity rule holds for M (docs/analysis.md, "Validity of
 //!   predictions": a run of at least M/10 and 50 samples in the fitted tail) and the upper end of
 //!   the 95 % interval of the delay exceeded once per M is below the slack;
