@@ -11,6 +11,7 @@ use sandglass::analysis::{
     admission, datafile, edf, fit, rta, significance, switch_cost, taskfile, trace, two_rate,
     worst_case,
 };
+use sandglass::experiments::rta_validate;
 use sandglass::inputs;
 use sandglass::units::Nanos;
 use sandglass_report::analysis as render;
@@ -100,9 +101,54 @@ pub struct SetArgs {
     /// A task's C from a measured run's execution times: TASK=RUN@p99 (or RUN@p99:THREAD)
     #[arg(long)]
     pub wcet_from: Vec<String>,
+    /// Run the set on this machine as Hourglass PERIODIC threads, SCHED_FIFO in the analysed
+    /// order on one CPU, and set predicted against observed misses and response times (rta
+    /// only; needs root or CAP_SYS_NICE)
+    #[arg(long)]
+    pub validate: bool,
+    /// How long --validate runs the set [default: 10s]
+    #[arg(short = 'd', long, value_name = "TIME")]
+    pub duration: Option<String>,
+    /// The CPU --validate runs the set on [default: the highest CPU]
+    #[arg(short = 'c', long, value_name = "CPU")]
+    pub cpu: Option<usize>,
+    /// The timer the --validate threads wait with [default: HR]
+    #[arg(long, value_name = "TIMER", value_parser = ["HR", "NATIVE", "TIMERFD", "POSIX"], ignore_case = true)]
+    pub timer: Option<String>,
+    /// The run directory of --validate [default: a new one under the runs directory]
+    #[arg(short = 'o', long, value_name = "DIR")]
+    pub output: Option<PathBuf>,
+    /// Let --validate run on a CPU another sandglass is measuring, with a warning
+    #[arg(long)]
+    pub shared_cpus: bool,
     /// Print JSON
     #[arg(long)]
     pub json: bool,
+}
+
+impl SetArgs {
+    /// The first option given that only --validate uses.
+    fn validate_option(&self) -> Option<&'static str> {
+        [
+            (self.duration.is_some(), "--duration"),
+            (self.cpu.is_some(), "--cpu"),
+            (self.timer.is_some(), "--timer"),
+            (self.output.is_some(), "--output"),
+            (self.shared_cpus, "--shared-cpus"),
+        ]
+        .into_iter()
+        .find(|(given, _)| *given)
+        .map(|(_, name)| name)
+    }
+}
+
+/// `analyze rta --validate --json`: the analysis of the file's set, then its run.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub struct RtaValidated {
+    /// The analysis of the set as the file gives it (with any measured inputs).
+    pub analysis: rta::RtaReport,
+    /// The run of the set and each task's predicted against observed behaviour.
+    pub validation: rta_validate::Validation,
 }
 
 #[derive(Args)]
@@ -389,6 +435,14 @@ pub fn analyze(a: &AnalyzeArgs) -> Result<u8, Failure> {
             };
             let r = rta::analyze(&tasks, p)
                 .map_err(|e| Failure::usage(format!("{}: {e}", s.file.display())))?;
+            if s.validate {
+                return rta_validate_cmd(s, &tasks, &notes, r);
+            }
+            if let Some(o) = s.validate_option() {
+                return Err(Failure::usage(format!(
+                    "{o} applies to --validate only: add --validate to run the set"
+                )));
+            }
             emit(s.json, "rta", &r, |w| {
                 for n in &notes {
                     writeln!(w, "input: {n}")?;
@@ -399,6 +453,14 @@ pub fn analyze(a: &AnalyzeArgs) -> Result<u8, Failure> {
         Kind::Edf(s) => {
             if s.non_preemptive {
                 return Err(Failure::usage("--non-preemptive applies to rta only"));
+            }
+            if s.validate {
+                return Err(Failure::usage("--validate applies to rta only"));
+            }
+            if let Some(o) = s.validate_option() {
+                return Err(Failure::usage(format!(
+                    "{o} applies to rta --validate only"
+                )));
             }
             let (tasks, notes) = task_set(s)?;
             let r = edf::analyze(&tasks)
@@ -644,6 +706,64 @@ fn worst_case_cmd(s: &WorstCaseArgs) -> Result<u8, Failure> {
         writeln!(w, "latency: {source}, {rate:.1} samples per second")?;
         render::write_worst_case(w, &r)
     })
+}
+
+/// `analyze rta --validate`: runs the set as Hourglass PERIODIC threads and prints the
+/// analysis, then the run against it.
+fn rta_validate_cmd(
+    s: &SetArgs,
+    tasks: &[Task],
+    notes: &[String],
+    analysis: rta::RtaReport,
+) -> Result<u8, Failure> {
+    if s.non_preemptive {
+        return Err(Failure::usage(
+            "--validate runs SCHED_FIFO threads, which preempt one another: it cannot validate \
+             --non-preemptive",
+        ));
+    }
+    let config = rta_validate::ValidateConfig {
+        duration_ns: time_arg("--duration", s.duration.as_deref().unwrap_or("10s"))?,
+        cpu: s.cpu,
+        timer: s.timer.as_deref().unwrap_or("HR").to_ascii_uppercase(),
+        output: s.output.clone(),
+        rt_bandwidth_us: sandglass::system::rt_runtime_us()
+            .zip(sandglass::system::rt_period_us())
+            .and_then(|(r, p)| Some((u64::try_from(r).ok()?, u64::try_from(p).ok()?))),
+    };
+    let plan = rta_validate::plan(tasks, &config)?;
+    let mut console = crate::common::Console::new();
+    let mut ctx = crate::common::context();
+    ctx.shared_cpus = Some(s.shared_cpus);
+    if !crate::common::quiet() {
+        eprintln!(
+            "sandglass: running the set for {} as Hourglass PERIODIC threads: {}",
+            config.duration_ns,
+            plan.set
+                .iter()
+                .zip(&plan.priorities)
+                .map(|(t, p)| format!("{} at SCHED_FIFO {p}", t.name))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    let result = sandglass::hourglass::run::run(&plan.spec, &ctx, &mut console);
+    console.clear();
+    let result = result?;
+    crate::common::register(Path::new(&result.run.run_dir));
+    let validation = rta_validate::judge_run(plan, &result)?;
+    let value = RtaValidated {
+        analysis,
+        validation,
+    };
+    emit(s.json, "rta-validate", &value, |w| {
+        for n in notes {
+            writeln!(w, "input: {n}")?;
+        }
+        render::write_rta(w, &value.analysis)?;
+        render::write_rta_validation(w, &value.validation)
+    })?;
+    crate::common::run_outcome(&result.run)
 }
 
 fn cache_cost_cmd(s: &CacheCostArgs) -> Result<u8, Failure> {

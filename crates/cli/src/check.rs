@@ -9,9 +9,8 @@ use clap::Args;
 use sandglass::check::{self, predict, workload, CheckReport};
 use sandglass::live::Live;
 use sandglass::model::TimerKind;
-use sandglass::runner::{LiveRow, Observer};
+use sandglass::runner::Observer;
 use sandglass::timer::{self, TimerConfig};
-use sandglass::warning::Warning;
 use sandglass::Nanos;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -47,6 +46,11 @@ pub struct CheckArgs {
     /// Measure a CPU another sandglass is measuring, instead of refusing
     #[arg(long)]
     pub shared_cpus: bool,
+    /// Then measure each fix sandglass can test itself, one change at a time, for as long as
+    /// the check measured: /dev/cpu_dma_latency held at 0, another CPU, SCHED_FIFO 95; and
+    /// show before and after (nothing on the machine is changed)
+    #[arg(long)]
+    pub try_fixes: bool,
     /// Run directory (default ./sandglass-runs/<id>)
     #[arg(short, long)]
     pub output: Option<PathBuf>,
@@ -72,18 +76,7 @@ struct CheckObserver {
 }
 
 impl Observer for CheckObserver {
-    fn warning(&mut self, w: &Warning) {
-        self.console.warning(w);
-    }
-    fn note(&mut self, text: &str) {
-        self.console.note(text);
-    }
-    fn progress(&mut self, elapsed: Nanos, total: Nanos) {
-        self.console.progress(elapsed, total);
-    }
-    fn live(&mut self, elapsed: Nanos, rows: &[LiveRow]) {
-        self.console.live(elapsed, rows);
-    }
+    crate::common::console_observer!();
     fn end_early(&mut self, elapsed: Nanos) -> Option<String> {
         if elapsed.0 < predict::EARLY_MIN_NS {
             return None;
@@ -264,6 +257,8 @@ pub fn check(a: &CheckArgs) -> Result<u8, Failure> {
     obs.console.clear();
     let result = result?;
     let run_dir = PathBuf::from(&result.run.run_dir);
+    // Catalogued at once: what follows may fail, and the run is kept whatever happens.
+    crate::common::register(&run_dir);
     let latency =
         sandglass::inputs::latency_from_run(&run_dir, Some(cpu), sandglass::inputs::WORST_BY)
             .map_err(|e| Failure::runtime(format!("{}: {e}", run_dir.display())))?;
@@ -277,6 +272,24 @@ pub fn check(a: &CheckArgs) -> Result<u8, Failure> {
         .as_ref()
         .and_then(|c| c.explanation.as_ref())
         .map(|e| e.steal_share);
+    let mut outcome = result.run.clone();
+    let (trials, trials_skipped) = if a.try_fixes && result.run.signal.is_none() {
+        let t = try_fixes(
+            &config,
+            &ctx,
+            &w,
+            work,
+            target_s,
+            &policy_text,
+            (&run_dir, &predictions),
+        )?;
+        if let Some(h) = t.interrupted {
+            outcome = h;
+        }
+        (t.measured, t.skipped)
+    } else {
+        (Vec::new(), Vec::new())
+    };
     let report = CheckReport {
         schema: check::SCHEMA.to_string(),
         workload: w,
@@ -288,7 +301,7 @@ pub fn check(a: &CheckArgs) -> Result<u8, Failure> {
             .cpus
             .first()
             .and_then(|c| c.policy.clone())
-            .unwrap_or(policy_text),
+            .unwrap_or_else(|| policy_text.clone()),
         loads: a
             .loads
             .load
@@ -306,6 +319,8 @@ pub fn check(a: &CheckArgs) -> Result<u8, Failure> {
         culprits,
         findings,
         fixes,
+        trials,
+        trials_skipped,
     };
     let text =
         serde_json::to_string_pretty(&report).map_err(|e| Failure::runtime(e.to_string()))?;
@@ -315,11 +330,110 @@ pub fn check(a: &CheckArgs) -> Result<u8, Failure> {
             run_dir.display()
         );
     }
-    crate::common::register(&run_dir);
     if a.json {
         crate::common::print_json(&report)?;
     } else {
         crate::common::print_text(|out| sandglass_report::check::write(out, &report))?;
     }
-    crate::common::run_outcome(&result.run)
+    crate::common::run_outcome(&outcome)
+}
+
+/// What `--try-fixes` measured.
+struct Tried {
+    measured: Vec<check::trial::TrialResult>,
+    /// Trials that could not run, each with why.
+    skipped: Vec<String>,
+    /// The run a signal cut short, which ends the trials (and sets the exit code).
+    interrupted: Option<sandglass::result::RunHeader>,
+}
+
+/// Measures each fix sandglass can test itself (`check::trial::trials`), one change at a time,
+/// with the check's own configuration otherwise, for as long as the check measured. A trial that cannot run (its CPU held by another sandglass)
+/// is skipped with its reason; a signal ends the trials, keeping what they measured.
+fn try_fixes(
+    config: &TimerConfig,
+    ctx: &sandglass::runner::RunContext,
+    w: &workload::Workload,
+    work: Nanos,
+    target_s: f64,
+    policy: &str,
+    (before_run, before): (&Path, &predict::Predictions),
+) -> Result<Tried, Failure> {
+    let cpu = config.cpus.as_ref().map(|c| c.first()).unwrap_or(0);
+    let slack = before.slack_ns;
+    let stalls = |dir: &Path, cpu: usize| {
+        sandglass::inputs::stalls_of_run(dir, cpu, slack)
+            .map_err(|e| Failure::runtime(format!("{}: {e}", dir.display())))
+    };
+    let stalls_before = stalls(before_run, cpu)?;
+    let plan = check::trial::trials(cpu, &sandglass::system::allowed_cpus(), policy);
+    // As long as the check measured (it may have ended early), so that counts compare.
+    let length = Nanos(((before.measured_s * 1e9).round() as u64).max(1_000_000_000));
+    let quiet = crate::common::quiet();
+    if !quiet {
+        eprintln!(
+            "sandglass: trying {} fixes, one change at a time, {} each: {}",
+            plan.len(),
+            predict::span(length.as_secs_f64()),
+            plan.iter()
+                .map(|t| t.change.as_str())
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+    }
+    let mut tried = Tried {
+        measured: Vec::new(),
+        skipped: Vec::new(),
+        interrupted: None,
+    };
+    let total = plan.len();
+    for (i, t) in plan.into_iter().enumerate() {
+        let mut c = config.clone();
+        c.cpus = sandglass::cpulist::CpuList::from_cpus([t.cpu]);
+        c.policy = policy_arg(&t.policy)?;
+        c.cpu_dma_latency_us = t.pm_qos_us;
+        c.duration_ns = length;
+        c.output_dir = None;
+        if !quiet {
+            eprintln!("sandglass: fix {} of {total}: {}", i + 1, t.change);
+        }
+        let mut console = Console::with_live_rows("wakeups");
+        let run = timer::run_live(&c, ctx, &mut console, None);
+        console.clear();
+        let r = match run {
+            Ok(r) => r,
+            Err(e) => {
+                let why = format!("{}: {e}", t.change);
+                if !quiet {
+                    eprintln!("sandglass: warning: fix not measured: {why}");
+                }
+                tried.skipped.push(why);
+                continue;
+            }
+        };
+        let dir = PathBuf::from(&r.run.run_dir);
+        crate::common::register(&dir);
+        let latency =
+            sandglass::inputs::latency_from_run(&dir, Some(t.cpu), sandglass::inputs::WORST_BY)
+                .map_err(|e| Failure::runtime(format!("{}: {e}", dir.display())))?;
+        let p = predict::predict(w, work, &latency.distribution, target_s);
+        let after = stalls(&dir, t.cpu)?;
+        tried.measured.push(check::trial::TrialResult {
+            run_id: r.run.run_id.clone(),
+            run_dir: r.run.run_dir.clone(),
+            run_state: r.run.state.name().to_string(),
+            verdict: predict::verdict(w, &p),
+            effect: check::trial::effect(&stalls_before, &after),
+            summary: check::trial::summary((&stalls_before, before), (&after, &p), &w.miss),
+            predictions: p,
+            stalls: after,
+            stalls_before,
+            trial: t,
+        });
+        if r.run.signal.is_some() {
+            tried.interrupted = Some(r.run);
+            break;
+        }
+    }
+    Ok(tried)
 }

@@ -146,6 +146,27 @@ impl Console {
     }
 }
 
+/// The console half of [`Observer`], written inside the `impl Observer` of a type whose
+/// `console` field is a [`Console`]: warnings, notes, progress and the live display go to it,
+/// and the type adds what it observes itself (a study's cells, a check's early end).
+macro_rules! console_observer {
+    () => {
+        fn warning(&mut self, w: &sandglass::warning::Warning) {
+            sandglass::runner::Observer::warning(&mut self.console, w);
+        }
+        fn note(&mut self, text: &str) {
+            sandglass::runner::Observer::note(&mut self.console, text);
+        }
+        fn progress(&mut self, elapsed: sandglass::Nanos, total: sandglass::Nanos) {
+            sandglass::runner::Observer::progress(&mut self.console, elapsed, total);
+        }
+        fn live(&mut self, elapsed: sandglass::Nanos, rows: &[sandglass::runner::LiveRow]) {
+            sandglass::runner::Observer::live(&mut self.console, elapsed, rows);
+        }
+    };
+}
+pub(crate) use console_observer;
+
 impl Observer for Console {
     fn warning(&mut self, w: &Warning) {
         if quiet() {

@@ -202,6 +202,11 @@ pub fn outputs() -> Vec<Output> {
             of::<Analysis<rta::RtaReport>>,
         ),
         analyze(
+            "analyze-rta-validate",
+            "analyze rta --validate --json",
+            of::<Analysis<crate::analyze::RtaValidated>>,
+        ),
+        analyze(
             "analyze-edf",
             "analyze edf --json",
             of::<Analysis<edf::EdfReport>>,

@@ -3,12 +3,11 @@
 use crate::common::{context, print_json, Console, Failure};
 use anyhow::Context;
 use clap::Args;
-use sandglass::runner::{LiveRow, Observer};
+use sandglass::runner::Observer;
 use sandglass::study::run::{
     self, CellRecord, StudyError, StudyObserver, StudyOptions, StudyState,
 };
 use sandglass::study::{self, cells, LoadError};
-use sandglass::warning::Warning;
 use sandglass::Nanos;
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -99,18 +98,7 @@ fn clock(n: Nanos) -> String {
 }
 
 impl Observer for StudyConsole {
-    fn warning(&mut self, w: &Warning) {
-        self.console.warning(w);
-    }
-    fn note(&mut self, text: &str) {
-        self.console.note(text);
-    }
-    fn progress(&mut self, elapsed: Nanos, total: Nanos) {
-        self.console.progress(elapsed, total);
-    }
-    fn live(&mut self, elapsed: Nanos, rows: &[LiveRow]) {
-        self.console.live(elapsed, rows);
-    }
+    crate::common::console_observer!();
 }
 
 impl StudyObserver for StudyConsole {

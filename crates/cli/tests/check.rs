@@ -9,6 +9,7 @@ mod common;
 use common::{is_root, lock, run_in, skip};
 
 use serde_json::Value;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -165,7 +166,8 @@ fn a_fifo_99_burst_makes_a_control_loop_not_suitable_and_is_named() {
     }
     let _g = lock();
     let tmp = tempfile::tempdir().unwrap();
-    let Some(mut child) = burst(&tmp.path().join("burst"), 40) else {
+    // The check ends early after about 10 s; then --try-fixes measures three fixes as long.
+    let Some(mut child) = burst(&tmp.path().join("burst"), 75) else {
         return;
     };
     // Wait for the burst's thread.
@@ -201,6 +203,7 @@ fn a_fifo_99_burst_makes_a_control_loop_not_suitable_and_is_named() {
             "1",
             "-d",
             "25s",
+            "--try-fixes",
             "--json",
         ],
     );
@@ -216,6 +219,24 @@ fn a_fifo_99_burst_makes_a_control_loop_not_suitable_and_is_named() {
     // About one period in ten misses (2 ms held every 10 ms, released every 1 ms).
     let p = v["predictions"]["miss_probability"].as_f64().unwrap();
     assert!(p > 0.02, "{:#}", v["predictions"]);
+    // Each fix was measured once, with one change; another CPU, away from the burst, is
+    // measurably better.
+    let trials = v["trials"].as_array().unwrap();
+    let skipped = v["trials_skipped"].as_array().unwrap();
+    assert_eq!(trials.len() + skipped.len(), 3, "{trials:#?} {skipped:#?}");
+    let other = trials
+        .iter()
+        .find(|t| t["trial"]["id"] == "other_cpu")
+        .expect("another CPU tried");
+    assert_ne!(other["trial"]["cpu"], 1);
+    assert_eq!(other["effect"], "better", "{other:#}");
+    for t in trials {
+        assert!(Path::new(t["run_dir"].as_str().unwrap()).is_dir(), "{t:#}");
+        assert!(
+            t["predictions"]["periods"].as_u64().unwrap() > 5_000,
+            "{t:#}"
+        );
+    }
     let kernel = v["traced"].as_bool().unwrap();
     if !kernel {
         skip("kernel events could not be recorded here: the culprit is not checked");

@@ -1317,6 +1317,96 @@ fn cache_cost_experiment_runs() {
     assert_eq!(std::fs::read_dir(parents[0].path()).unwrap().count(), 8);
 }
 
+/// `analyze rta FILE --validate --json` in `dir`.
+fn validate_json(dir: &Path, file: &Path, seconds: &str) -> serde_json::Value {
+    let out = Command::cargo_bin("sandglass")
+        .unwrap()
+        .args(["analyze", "rta"])
+        .arg(file)
+        .args(["--validate", "-d", seconds, "--json"])
+        .env("SANDGLASS_RUNS_DIR", dir)
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Hourglass §5.5 run by `analyze rta --validate`: the feasible set's threads run at SCHED_FIFO
+/// 80 and 79 on one CPU and every period is counted; with the video task due 25 ms after its
+/// release the analysis predicts a response of 29 ms, a miss, and since every thread is
+/// released at the same instant (the critical instant), the first video job misses in the run,
+/// as predicted. Each task's judgement is the one its counts give.
+#[test]
+fn rta_validate_runs_hourglass_5_5_and_an_infeasible_set_misses() {
+    require_root!();
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let set = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/hourglass-5.5.toml");
+    let v = validate_json(tmp.path(), &set, "2s");
+    assert_eq!(v["schema"], "sandglass-analyze-rta-validate/1");
+    let val = &v["validation"];
+    let tasks = val["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 2);
+    assert_eq!(tasks[0]["fifo_priority"], 80);
+    assert_eq!(tasks[1]["fifo_priority"], 79);
+    assert_eq!(tasks[0]["predicted_response_ns"], 3_000_000);
+    assert_eq!(tasks[1]["predicted_response_ns"], 29_000_000);
+    // 2 s holds 250 periods of 8 ms and 60 whole periods of 33 ms (the threads start a little
+    // after the run, as in two_task_set_counts_match_periods).
+    let jobs = |t: &serde_json::Value| t["jobs"].as_u64().unwrap();
+    assert!((245..=250).contains(&jobs(&tasks[0])), "{val:#}");
+    assert!((59..=60).contains(&jobs(&tasks[1])), "{val:#}");
+    for (i, t) in tasks.iter().enumerate() {
+        let misses = t["misses"].as_u64().unwrap();
+        let worst = t["worst_response_ns"].as_u64();
+        let bound = t["predicted_response_ns"].as_u64().unwrap();
+        let expected = match (misses > 0, worst.is_some_and(|w| w > bound)) {
+            (true, _) => "unpredicted_misses",
+            (false, true) => "above_bound",
+            (false, false) => "agrees",
+        };
+        assert_eq!(t["agreement"], expected, "{t:#}");
+        // A job completes once it has received its C, so no response is shorter.
+        let c = v["analysis"]["tasks"][i]["wcet_ns"].as_u64().unwrap();
+        assert!(worst.is_some_and(|w| w >= c), "{t:#}");
+    }
+    assert!(val["not_reproduced"].as_array().unwrap().is_empty());
+    let run = Path::new(val["run_dir"].as_str().unwrap());
+    assert!(run.join("manifest.json").is_file(), "{}", run.display());
+
+    let infeasible = tmp.path().join("infeasible.toml");
+    std::fs::write(
+        &infeasible,
+        "[[task]]\nname = \"modem\"\nwcet = \"3ms\"\nperiod = \"8ms\"\n\
+         [[task]]\nname = \"video\"\nwcet = \"17ms\"\nperiod = \"33ms\"\n\
+         deadline = \"25ms\"\njitter = \"8ms\"\n",
+    )
+    .unwrap();
+    let v = validate_json(tmp.path(), &infeasible, "1s");
+    let val = &v["validation"];
+    // The file's analysis (with the 8 ms of jitter) and the set as run both miss; the set
+    // stays below the kernel's real-time limit, so RT throttling plays no part.
+    assert_eq!(v["analysis"]["tasks"][1]["schedulable"], false);
+    assert_eq!(val["as_run"]["tasks"][1]["response_time_ns"], 29_000_000);
+    assert!(val["throttled"].is_null(), "{val:#}");
+    let video = &val["tasks"][1];
+    assert_eq!(video["predicted_schedulable"], false);
+    assert!(video["misses"].as_u64().unwrap() > 0, "{val:#}");
+    assert_eq!(video["agreement"], "agrees", "{val:#}");
+    // The first video job, released with the modem's (the critical instant), completes at
+    // 29 ms, after its deadline.
+    assert_eq!(video["first_missed_job"], 0, "{val:#}");
+    let notes = val["not_reproduced"].as_array().unwrap();
+    assert_eq!(notes.len(), 1);
+    assert!(notes[0].as_str().unwrap().contains("jitter of 8 ms"));
+}
+
 /// The unprivileged explanation: a competing SCHED_FIFO 95 thread that runs 2 ms every 500 ms
 /// on the measured CPU delays a SCHED_FIFO 50 timer thread by about 2 ms twice a second. The
 /// sampler finds that the measuring thread waited runnable for its CPU in the intervals of

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Every versioned output, as `sandglass schema` names them.
-const KINDS: [&str; 33] = [
+const KINDS: [&str; 34] = [
     "timer",
     "check",
     "noise",
@@ -39,6 +39,7 @@ const KINDS: [&str; 33] = [
     "runs-show",
     "runs-rebuild",
     "analyze-rta",
+    "analyze-rta-validate",
     "analyze-edf",
     "analyze-admission",
     "analyze-mttf",
@@ -587,6 +588,40 @@ fn analyze_json_matches_its_schemas() {
         let v = json_in(d, &all);
         check(name, &v, nested);
     }
+}
+
+/// `analyze rta --validate --json` on Hourglass §5.5's set, run for one second (root: the
+/// threads need their SCHED_FIFO priorities).
+#[test]
+fn analyze_rta_validate_json_matches_its_schema() {
+    if !is_root() {
+        skip("analyze rta --validate needs SCHED_FIFO (root)");
+        return;
+    }
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let tasks = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/hourglass-5.5.toml");
+    let v = json_in(
+        tmp.path(),
+        &[
+            "analyze",
+            "rta",
+            tasks.to_str().unwrap(),
+            "--validate",
+            "-d",
+            "1s",
+            "--shared-cpus",
+            "--json",
+        ],
+    );
+    check(
+        "analyze-rta-validate",
+        &v,
+        &[
+            "/analysis/tasks/0/response_time_ns",
+            "/validation/tasks/1/agreement",
+        ],
+    );
 }
 
 #[test]

@@ -371,6 +371,59 @@ fn analyze_gives_a_task_longer_than_its_deadline_its_response_time() {
     );
 }
 
+/// `analyze rta --validate` refuses, before it runs anything, what it cannot run: its options
+/// without it, edf, non-preemptive sets, deadlines beyond the period, C above the period and a
+/// run too short for a whole period.
+#[test]
+fn analyze_rta_validate_refuses_what_it_cannot_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let set = data("hourglass-5.5.toml");
+    usage_error(
+        &format!("analyze rta {set} -d 2s"),
+        "--duration applies to --validate only",
+    );
+    usage_error(
+        &format!("analyze rta {set} --timer NATIVE"),
+        "--timer applies to --validate only",
+    );
+    usage_error(
+        &format!("analyze edf {set} --validate"),
+        "--validate applies to rta only",
+    );
+    usage_error(
+        &format!("analyze rta {set} --validate --non-preemptive"),
+        "cannot validate --non-preemptive",
+    );
+    usage_error(
+        &format!("analyze rta {set} --validate -d 20ms"),
+        "shorter than the longest period (33 ms)",
+    );
+    usage_error(
+        &format!("analyze rta {set} --validate -d ten"),
+        "--duration ten",
+    );
+    let f = dir.path().join("long.toml");
+    std::fs::write(
+        &f,
+        "[[task]]\nname = \"slow\"\nwcet = \"1ms\"\nperiod = \"4ms\"\ndeadline = \"6ms\"\n",
+    )
+    .unwrap();
+    usage_error(
+        &format!("analyze rta {} --validate", f.display()),
+        "task slow: its deadline (6 ms) is beyond its period (4 ms)",
+    );
+    let f = dir.path().join("over.toml");
+    std::fs::write(
+        &f,
+        "[[task]]\nname = \"over\"\nwcet = \"5ms\"\nperiod = \"4ms\"\n",
+    )
+    .unwrap();
+    usage_error(
+        &format!("analyze rta {} --validate", f.display()),
+        "task over: C (5 ms) exceeds its period (4 ms)",
+    );
+}
+
 #[test]
 fn analyze_bad_files_name_the_file_and_line() {
     let dir = tempfile::tempdir().unwrap();

@@ -17,6 +17,7 @@ use sandglass::analysis::significance::{
 use sandglass::analysis::switch_cost::{SwitchCost, SwitchCostSummary, SwitchTrial};
 use sandglass::analysis::two_rate::TwoRate;
 use sandglass::analysis::worst_case::WorstCaseReport;
+use sandglass::experiments::rta_validate::{Agreement, Validation};
 use sandglass::Nanos;
 use std::io::{self, Write};
 
@@ -151,6 +152,126 @@ pub fn write_rta(w: &mut dyn Write, r: &RtaReport) -> io::Result<()> {
             "NO"
         }
     )
+}
+
+/// `analyze rta --validate`: the run of the set beside its analysis, task by task, then the
+/// verdict and the reason for each disagreement.
+pub fn write_rta_validation(w: &mut dyn Write, v: &Validation) -> io::Result<()> {
+    writeln!(w)?;
+    writeln!(
+        w,
+        "validation: the set ran for {} as Hourglass PERIODIC threads on CPU {} (timer {}), \
+         all released together at the start; run {}",
+        v.duration_ns, v.cpus, v.timer, v.run_dir
+    )?;
+    for n in &v.not_reproduced {
+        writeln!(w, "  not reproduced: {n}")?;
+    }
+    if !v.not_reproduced.is_empty() {
+        writeln!(
+            w,
+            "  so the run is held to the analysis of the set as run (no jitter, no blocking)"
+        )?;
+    }
+    if let Some(t) = &v.throttled {
+        writeln!(w, "  the kernel adds: {t}")?;
+    }
+    let width = column_width(v.tasks.iter().map(|t| t.name.as_str()), "task");
+    writeln!(
+        w,
+        "{:<width$} {:>5} {:>10} {:>12} {:>7} {:>7} {:>14} {:>12}  agreement",
+        "task", "fifo", "D", "predicted R", "jobs", "missed", "worst response", "worst start"
+    )?;
+    let opt = |x: Option<Nanos>| x.map(|x| x.to_string()).unwrap_or_else(|| "-".into());
+    for t in &v.tasks {
+        let predicted = t
+            .predicted_response_ns
+            .map(|x| x.to_string())
+            .unwrap_or_else(|| "unbounded".into());
+        writeln!(
+            w,
+            "{:<width$} {:>5} {:>10} {:>12} {:>7} {:>7} {:>14} {:>12}  {}",
+            t.name,
+            t.fifo_priority,
+            t.deadline_ns.to_string(),
+            predicted,
+            count(t.jobs),
+            count(t.misses),
+            opt(t.worst_response_ns),
+            opt(t.worst_start_delay_ns),
+            t.agreement.describe()
+        )?;
+    }
+    for t in &v.tasks {
+        let r = t.predicted_response_ns;
+        match t.agreement {
+            Agreement::Agrees => {}
+            Agreement::AboveBound => writeln!(
+                w,
+                "{}: a job took {}, {} more than the predicted worst case, without missing: time \
+                 the model does not count (interrupts, kernel work, wakeup latency); give the \
+                 analysis the machine's latency with --jitter-from RUN@p99.99 (a sandglass timer \
+                 run on this CPU)",
+                t.name,
+                opt(t.worst_response_ns),
+                opt(t.worst_response_ns.zip(r).map(|(a, b)| a - b)),
+            )?,
+            Agreement::UnpredictedMisses => writeln!(
+                w,
+                "{}: missed {} of {} deadlines (the first at job {}), though the analysis says \
+                 it responds within {}: {}",
+                t.name,
+                count(t.misses),
+                count(t.jobs),
+                t.first_missed_job
+                    .map(|j| j.to_string())
+                    .unwrap_or_default(),
+                opt(r),
+                if v.throttled.is_some() {
+                    "RT throttling stopped it (above); a set above the real-time limit leaves \
+                     no task safe"
+                } else {
+                    "the machine took time the model does not count; record the kernel's \
+                     events with `sandglass hourglass --trace` to see what ran, and give the \
+                     analysis the measured latency with --jitter-from"
+                }
+            )?,
+            Agreement::MissNotSeen => writeln!(
+                w,
+                "{}: the analysis predicts a response of {} against a deadline of {}, yet none \
+                 of {} jobs missed: for tasks released together on one CPU with no jitter the \
+                 analysis is exact, so the run did not reproduce its worst case (threads on \
+                 different CPUs, or a run stopped before the first busy period ended)",
+                t.name,
+                opt(r),
+                t.deadline_ns,
+                count(t.jobs),
+            )?,
+        }
+    }
+    let agreeing = v
+        .tasks
+        .iter()
+        .filter(|t| t.agreement == Agreement::Agrees)
+        .count();
+    if v.agrees {
+        writeln!(
+            w,
+            "the run confirms the analysis: every task {} as predicted",
+            if v.as_run.schedulable {
+                "met its deadlines"
+            } else {
+                "met or missed its deadlines"
+            }
+        )
+    } else {
+        writeln!(
+            w,
+            "the run DISAGREES with the analysis for {} of {} tasks",
+            v.tasks.len() - agreeing,
+            v.tasks.len()
+        )
+    }
 }
 
 /// The EDF analysis.

@@ -242,6 +242,39 @@ pub fn write(w: &mut dyn Write, r: &CheckReport) -> io::Result<()> {
         writeln!(w)?;
     }
 
+    if !r.trials.is_empty() || !r.trials_skipped.is_empty() {
+        let each = r
+            .trials
+            .first()
+            .map(|t| span(t.predictions.measured_s))
+            .unwrap_or_default();
+        writeln!(
+            w,
+            "Fixes tried (one change at a time, {each} each; nothing on the machine was changed)"
+        )?;
+        for t in &r.trials {
+            writeln!(
+                w,
+                "  {:<16} {}: {}",
+                t.effect.as_str(),
+                t.trial.change,
+                t.summary
+            )?;
+            writeln!(
+                w,
+                "  {:<16} verdict with it: {}",
+                "",
+                t.verdict.level.as_str()
+            )?;
+            writeln!(w, "  {:<16} how: {}", "", t.trial.how)?;
+            writeln!(w, "  {:<16} run: {}", "", t.run_dir)?;
+        }
+        for s in &r.trials_skipped {
+            writeln!(w, "  {:<16} {s}", "not measured")?;
+        }
+        writeln!(w)?;
+    }
+
     writeln!(w, "Configuration (CPU {})", r.cpu)?;
     for f in &r.findings {
         writeln!(w, "  {:<8} {:<16} {}", f.status.as_str(), f.id, f.observed)?;

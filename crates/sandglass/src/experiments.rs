@@ -6,6 +6,9 @@
 //! the work the ten lose against the one, per context switch, is the cost of refilling the
 //! caches: C = ((W1 − W10)/W1)·T/N10. Each size is repeated and given a t confidence interval,
 //! as the paper's 15 trials per size were.
+//!
+//! [`rta_validate`] runs a task set as Hourglass PERIODIC threads and sets the response-time
+//! analysis's predictions against what the threads did (Hourglass §5.5).
 
 use crate::analysis::switch_cost::{self, SwitchCostSummary, SwitchTrial};
 use crate::hourglass::cmdline::{self, Command};
@@ -13,6 +16,8 @@ use crate::hourglass::run;
 use crate::runner::{Observer, RunContext, RunError};
 use crate::units::Nanos;
 use serde::Serialize;
+
+pub mod rta_validate;
 
 /// The settings of the cache-cost experiment.
 #[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]

@@ -186,6 +186,20 @@ fn unusable(s: String) -> InputError {
     InputError::Unusable(s)
 }
 
+/// Table `table` of run `r` when the run is of kind `kind`; otherwise the error says that
+/// `what` come from such a run.
+fn table_of<'r>(
+    r: &'r RunReader,
+    kind: &str,
+    table: &'static crate::store::table::Table,
+    path: &Path,
+    what: &str,
+) -> Result<TableReader<'r>, InputError> {
+    TableReader::open(r, table)
+        .filter(|_| r.manifest.kind == kind)
+        .ok_or_else(|| unusable(format!("{}: {what}", path.display())))
+}
+
 /// The latency distribution of a run: the corrected lateness of one CPU of a `timer` run (its
 /// whole-run histogram, three significant digits, with the summary's exact figures), or the
 /// lateness of one LAT thread of an `hourglass` run. `select` chooses the CPU or thread; without
@@ -326,18 +340,13 @@ pub fn execution_time_from_run(
     q: f64,
 ) -> Result<(Nanos, String), InputError> {
     let r = RunReader::open(path)?;
-    let t = match (
-        r.manifest.kind.as_str(),
-        TableReader::open(&r, &tables::JOBS),
-    ) {
-        ("hourglass", Some(t)) => t,
-        _ => {
-            return Err(unusable(format!(
-                "{}: execution times come from an hourglass run with a PERIODIC thread (its jobs)",
-                path.display()
-            )))
-        }
-    };
+    let t = table_of(
+        &r,
+        "hourglass",
+        &tables::JOBS,
+        path,
+        "execution times come from an hourglass run with a PERIODIC thread (its jobs)",
+    )?;
     let cols = ["thread", "first_run_ns", "end_ns", "outcome"];
     let mut per: std::collections::BTreeMap<usize, Histogram<u64>> = Default::default();
     let each =
@@ -396,6 +405,118 @@ pub fn execution_time_from_run(
             h.len()
         ),
     ))
+}
+
+/// What one PERIODIC thread's jobs did, against a deadline ([`jobs_of_run`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct JobsObserved {
+    /// Jobs whose period ended within the run.
+    pub jobs: u64,
+    /// Jobs not done by the end of their period, or done later than the deadline given.
+    pub misses: u64,
+    /// The first job that missed (0 is the first job, released at the thread's start).
+    pub first_missed_job: Option<u64>,
+    /// The longest completion minus release of a job that completed.
+    pub worst_response_ns: Option<Nanos>,
+    /// The longest first run minus release of a job that completed.
+    pub worst_start_delay_ns: Option<Nanos>,
+}
+
+/// The jobs of each PERIODIC thread of an hourglass run, thread `i` held to `deadlines[i]`
+/// (a job that completes after it is a miss too; Hourglass itself holds every job to the end of
+/// its period). One pass over the run's `jobs` table; its memory does not grow with the run.
+pub fn jobs_of_run(path: &Path, deadlines: &[Nanos]) -> Result<Vec<JobsObserved>, InputError> {
+    let r = RunReader::open_any_state(path)?;
+    let t = table_of(
+        &r,
+        "hourglass",
+        &tables::JOBS,
+        path,
+        "jobs come from an hourglass run with a PERIODIC thread",
+    )?;
+    let mut out = vec![JobsObserved::default(); deadlines.len()];
+    let cols = [
+        "thread",
+        "job",
+        "release_ns",
+        "first_run_ns",
+        "end_ns",
+        "outcome",
+    ];
+    t.scan::<ReadError>(&cols, |b| {
+        let (th, job, release, first, end) = (
+            b.i32s("thread")?,
+            b.i64s("job")?,
+            b.i64s("release_ns")?,
+            b.i64s("first_run_ns")?,
+            b.i64s("end_ns")?,
+        );
+        let outcome = b.texts("outcome")?;
+        for i in 0..b.len() {
+            let Some((o, d)) = usize::try_from(th[i])
+                .ok()
+                .and_then(|x| out.get_mut(x).zip(deadlines.get(x)))
+            else {
+                continue;
+            };
+            let d = d.0 as i64;
+            o.jobs += 1;
+            let response = end[i] - release[i];
+            let hit = outcome[i].data() == b"hit";
+            if hit {
+                let at = |v: i64| Some(Nanos(v.max(0) as u64));
+                o.worst_response_ns = o.worst_response_ns.max(at(response));
+                o.worst_start_delay_ns = o.worst_start_delay_ns.max(at(first[i] - release[i]));
+            }
+            if !hit || response > d {
+                o.misses += 1;
+                let j = job[i].max(0) as u64;
+                o.first_missed_job = Some(o.first_missed_job.map_or(j, |f| f.min(j)));
+            }
+        }
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// The late periods of CPU `cpu` of a timer run, and its stalls: the runs of consecutive
+/// releases later than `slack_ns` (one stall of the CPU makes every release that falls due in
+/// it late). One pass over the run's samples, in release order; memory does not grow with
+/// the run.
+pub fn stalls_of_run(
+    path: &Path,
+    cpu: usize,
+    slack_ns: i64,
+) -> Result<crate::check::trial::Stalls, InputError> {
+    let r = RunReader::open_any_state(path)?;
+    let t = table_of(
+        &r,
+        "timer",
+        &tables::TIMER_SAMPLES,
+        path,
+        "stalls come from a timer run's samples",
+    )?;
+    let mut out = crate::check::trial::Stalls::default();
+    // The index of the last late release seen, to join consecutive ones into one stall.
+    let mut last_late: Option<i64> = None;
+    t.scan::<ReadError>(&["cpu", "release", "lateness_ns"], |b| {
+        let (c, release, late) = (b.i32s("cpu")?, b.i64s("release")?, b.i64s("lateness_ns")?);
+        for i in 0..b.len() {
+            if usize::try_from(c[i]).ok() != Some(cpu) {
+                continue;
+            }
+            out.periods += 1;
+            if late[i] > slack_ns {
+                out.late += 1;
+                if last_late != Some(release[i] - 1) {
+                    out.stalls += 1;
+                }
+                last_late = Some(release[i]);
+            }
+        }
+        Ok(())
+    })?;
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -256,6 +256,11 @@ pub fn rt_runtime_us() -> Option<i64> {
     read("/proc/sys/kernel/sched_rt_runtime_us").and_then(|s| s.parse().ok())
 }
 
+/// `sched_rt_period_us`, or `None` when unreadable.
+pub fn rt_period_us() -> Option<i64> {
+    read("/proc/sys/kernel/sched_rt_period_us").and_then(|s| s.parse().ok())
+}
+
 fn governors(online: &[usize]) -> BTreeMap<String, String> {
     let mut by: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     for &c in online {

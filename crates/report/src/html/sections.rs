@@ -132,6 +132,25 @@ pub fn verdict(p: &mut Page, c: &sandglass::check::CheckReport) {
             .collect();
         p.table(&["rank", "basis", "fix", "how"], &rows, &[1, 2, 3]);
     }
+    if !c.trials.is_empty() {
+        let rows: Vec<Vec<String>> = c
+            .trials
+            .iter()
+            .map(|t| {
+                vec![
+                    t.trial.change.clone(),
+                    t.effect.as_str().to_string(),
+                    t.summary.clone(),
+                    t.trial.how.clone(),
+                ]
+            })
+            .collect();
+        p.table(
+            &["fix tried (one change)", "effect", "before → after", "how"],
+            &rows,
+            &[0, 1, 2, 3],
+        );
+    }
 }
 
 /// The explanation of the largest delays: the sampler's, the kernel trace's and the trains.

@@ -4,6 +4,7 @@
 
 pub mod config;
 pub mod predict;
+pub mod trial;
 pub mod workload;
 
 use crate::causes::attribute::Why;
@@ -75,6 +76,13 @@ pub struct CheckReport {
     pub culprits: Vec<Culprit>,
     pub findings: Vec<Finding>,
     pub fixes: Vec<Fix>,
+    /// With `--try-fixes`: each fix sandglass could test, measured with that one change
+    /// (empty without it).
+    #[serde(default)]
+    pub trials: Vec<trial::TrialResult>,
+    /// Trials that could not be measured, each with why.
+    #[serde(default)]
+    pub trials_skipped: Vec<String>,
 }
 
 /// The culprits of a run's delays on `cpu`, largest share first: the kernel's attribution

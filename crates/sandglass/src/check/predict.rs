@@ -78,8 +78,8 @@ pub struct Predictions {
     pub mtbf_s: Option<f64>,
     pub mtbf_low_s: Option<f64>,
     pub mtbf_high_s: Option<f64>,
-    /// With no miss: the one-sided 95 % lower bound of the mean time between misses
-    /// (n·T/3.69, Garwood's k = 0 bound).
+    /// With no miss: the lower end of the two-sided 95 % interval of the mean time between
+    /// misses, a one-sided 97.5 % lower bound (n·T/3.689, Garwood's upper rate for k = 0).
     pub mtbf_at_least_s: Option<f64>,
     pub mtbf_from_model: bool,
     pub mtbf_needs_run_s: Option<f64>,
@@ -290,21 +290,15 @@ pub fn verdict(w: &Workload, p: &Predictions) -> Verdict {
     let seen_in_target = p.misses as f64 * p.target_s / p.measured_s;
     let model = p.target_slack_ns.zip(p.target_slack_high_ns);
     if let Some((level, high)) = model.filter(|_| seen_in_target < 1.0) {
-        if high < p.slack_ns {
-            return Verdict {
-                level: Level::Suitable,
-                reason: format!(
-                    "the delay exceeded once per {target} is predicted at {} (95 %: at most {}), below the slack of {slack}",
-                    Nanos(level.max(0) as u64),
-                    Nanos(high.max(0) as u64)
-                ),
-                decide_with_run_s: None,
-            };
-        }
+        let (verdict, bound, relation) = if high < p.slack_ns {
+            (Level::Suitable, "at most", "below")
+        } else {
+            (Level::Marginal, "up to", "against")
+        };
         return Verdict {
-            level: Level::Marginal,
+            level: verdict,
             reason: format!(
-                "the delay exceeded once per {target} is predicted at {} (95 %: up to {}), against a slack of {slack}",
+                "the delay exceeded once per {target} is predicted at {} (95 %: {bound} {}), {relation} the slack of {slack}",
                 Nanos(level.max(0) as u64),
                 Nanos(high.max(0) as u64)
             ),
