@@ -51,6 +51,10 @@ pub struct CheckArgs {
     /// show before and after (nothing on the machine is changed)
     #[arg(long)]
     pub try_fixes: bool,
+    /// With --load or --load-cmd: do not also measure without the load (by default the check
+    /// measures under it, then as long again without it, to show what the load costs)
+    #[arg(long)]
+    pub no_idle: bool,
     /// Run directory (default ./sandglass-runs/<id>)
     #[arg(short, long)]
     pub output: Option<PathBuf>,
@@ -259,11 +263,7 @@ pub fn check(a: &CheckArgs) -> Result<u8, Failure> {
     let run_dir = PathBuf::from(&result.run.run_dir);
     // Catalogued at once: what follows may fail, and the run is kept whatever happens.
     crate::common::register(&run_dir);
-    let latency =
-        sandglass::inputs::latency_from_run(&run_dir, Some(cpu), sandglass::inputs::WORST_BY)
-            .map_err(|e| Failure::runtime(format!("{}: {e}", run_dir.display())))?;
-    let predictions = predict::predict(&w, work, &latency.distribution, target_s);
-    let verdict = predict::verdict(&w, &predictions);
+    let (predictions, verdict) = predict_run(&run_dir, cpu, (&w, work, target_s))?;
     let culprits = check::culprits(result.run.causes.as_ref(), cpu);
     let fixes = check::fixes(&culprits, &findings, cpu, priority, Nanos(slack as u64));
     let steal_share = result
@@ -273,15 +273,32 @@ pub fn check(a: &CheckArgs) -> Result<u8, Failure> {
         .and_then(|c| c.explanation.as_ref())
         .map(|e| e.steal_share);
     let mut outcome = result.run.clone();
-    let (trials, trials_skipped) = if a.try_fixes && result.run.signal.is_none() {
-        let t = try_fixes(
+    let mut plan = Vec::new();
+    let loads: Vec<String> = a
+        .loads
+        .load
+        .iter()
+        .chain(&a.loads.load_cmd)
+        .cloned()
+        .collect();
+    let loads_text = loads.join(", ");
+    if !config.loads.is_empty() && !a.no_idle {
+        plan.push(check::trial::without_load(cpu, &policy_text, &loads_text));
+    }
+    if a.try_fixes {
+        plan.extend(check::trial::trials(
+            cpu,
+            &sandglass::system::allowed_cpus(),
+            &policy_text,
+        ));
+    }
+    let (mut trials, trials_skipped) = if !plan.is_empty() && result.run.signal.is_none() {
+        let t = run_trials(
             &config,
             &ctx,
-            &w,
-            work,
-            target_s,
-            &policy_text,
+            (&w, work, target_s),
             (&run_dir, &predictions),
+            plan,
         )?;
         if let Some(h) = t.interrupted {
             outcome = h;
@@ -290,6 +307,10 @@ pub fn check(a: &CheckArgs) -> Result<u8, Failure> {
     } else {
         (Vec::new(), Vec::new())
     };
+    let without_load = trials
+        .iter()
+        .position(|t| t.trial.without_load)
+        .map(|i| trials.remove(i));
     let report = CheckReport {
         schema: check::SCHEMA.to_string(),
         workload: w,
@@ -302,13 +323,7 @@ pub fn check(a: &CheckArgs) -> Result<u8, Failure> {
             .first()
             .and_then(|c| c.policy.clone())
             .unwrap_or_else(|| policy_text.clone()),
-        loads: a
-            .loads
-            .load
-            .iter()
-            .chain(&a.loads.load_cmd)
-            .cloned()
-            .collect(),
+        loads,
         run_id: result.run.run_id.clone(),
         run_dir: result.run.run_dir.clone(),
         run_state: result.run.state.name().to_string(),
@@ -321,6 +336,7 @@ pub fn check(a: &CheckArgs) -> Result<u8, Failure> {
         fixes,
         trials,
         trials_skipped,
+        without_load,
     };
     let text =
         serde_json::to_string_pretty(&report).map_err(|e| Failure::runtime(e.to_string()))?;
@@ -338,7 +354,21 @@ pub fn check(a: &CheckArgs) -> Result<u8, Failure> {
     crate::common::run_outcome(&outcome)
 }
 
-/// What `--try-fixes` measured.
+/// The predictions and verdict for the workload from CPU `cpu` of a finished timer run: its
+/// whole-run histogram, read as `analyze mttf --run` reads it, so the figures agree.
+fn predict_run(
+    dir: &Path,
+    cpu: usize,
+    (w, work, target_s): (&workload::Workload, Nanos, f64),
+) -> Result<(predict::Predictions, predict::Verdict), Failure> {
+    let latency = sandglass::inputs::latency_from_run(dir, Some(cpu), sandglass::inputs::WORST_BY)
+        .map_err(|e| Failure::runtime(format!("{}: {e}", dir.display())))?;
+    let p = predict::predict(w, work, &latency.distribution, target_s);
+    let v = predict::verdict(w, &p);
+    Ok((p, v))
+}
+
+/// What the trials measured.
 struct Tried {
     measured: Vec<check::trial::TrialResult>,
     /// Trials that could not run, each with why.
@@ -347,17 +377,17 @@ struct Tried {
     interrupted: Option<sandglass::result::RunHeader>,
 }
 
-/// Measures each fix sandglass can test itself (`check::trial::trials`), one change at a time,
-/// with the check's own configuration otherwise, for as long as the check measured. A trial that cannot run (its CPU held by another sandglass)
-/// is skipped with its reason; a signal ends the trials, keeping what they measured.
-fn try_fixes(
+/// Measures each trial of `plan` (the check without its load, the fixes of `--try-fixes`), one
+/// change at a time, with the check's own configuration otherwise, for as long as the check
+/// measured, and sets each against the check's run by stalls. A trial that cannot run (its CPU
+/// held by another sandglass) is skipped with its reason; a signal ends the trials, keeping
+/// what they measured.
+fn run_trials(
     config: &TimerConfig,
     ctx: &sandglass::runner::RunContext,
-    w: &workload::Workload,
-    work: Nanos,
-    target_s: f64,
-    policy: &str,
+    (w, work, target_s): (&workload::Workload, Nanos, f64),
     (before_run, before): (&Path, &predict::Predictions),
+    plan: Vec<check::trial::Trial>,
 ) -> Result<Tried, Failure> {
     let cpu = config.cpus.as_ref().map(|c| c.first()).unwrap_or(0);
     let slack = before.slack_ns;
@@ -366,13 +396,12 @@ fn try_fixes(
             .map_err(|e| Failure::runtime(format!("{}: {e}", dir.display())))
     };
     let stalls_before = stalls(before_run, cpu)?;
-    let plan = check::trial::trials(cpu, &sandglass::system::allowed_cpus(), policy);
     // As long as the check measured (it may have ended early), so that counts compare.
     let length = Nanos(((before.measured_s * 1e9).round() as u64).max(1_000_000_000));
     let quiet = crate::common::quiet();
     if !quiet {
         eprintln!(
-            "sandglass: trying {} fixes, one change at a time, {} each: {}",
+            "sandglass: measuring {} more time(s), one change at a time, {} each: {}",
             plan.len(),
             predict::span(length.as_secs_f64()),
             plan.iter()
@@ -394,8 +423,11 @@ fn try_fixes(
         c.cpu_dma_latency_us = t.pm_qos_us;
         c.duration_ns = length;
         c.output_dir = None;
+        if t.without_load {
+            c.loads = Default::default();
+        }
         if !quiet {
-            eprintln!("sandglass: fix {} of {total}: {}", i + 1, t.change);
+            eprintln!("sandglass: {} of {total}: {}", i + 1, t.change);
         }
         let mut console = Console::with_live_rows("wakeups");
         let run = timer::run_live(&c, ctx, &mut console, None);
@@ -405,7 +437,7 @@ fn try_fixes(
             Err(e) => {
                 let why = format!("{}: {e}", t.change);
                 if !quiet {
-                    eprintln!("sandglass: warning: fix not measured: {why}");
+                    eprintln!("sandglass: warning: not measured: {why}");
                 }
                 tried.skipped.push(why);
                 continue;
@@ -413,16 +445,13 @@ fn try_fixes(
         };
         let dir = PathBuf::from(&r.run.run_dir);
         crate::common::register(&dir);
-        let latency =
-            sandglass::inputs::latency_from_run(&dir, Some(t.cpu), sandglass::inputs::WORST_BY)
-                .map_err(|e| Failure::runtime(format!("{}: {e}", dir.display())))?;
-        let p = predict::predict(w, work, &latency.distribution, target_s);
+        let (p, verdict) = predict_run(&dir, t.cpu, (w, work, target_s))?;
         let after = stalls(&dir, t.cpu)?;
         tried.measured.push(check::trial::TrialResult {
             run_id: r.run.run_id.clone(),
             run_dir: r.run.run_dir.clone(),
             run_state: r.run.state.name().to_string(),
-            verdict: predict::verdict(w, &p),
+            verdict,
             effect: check::trial::effect(&stalls_before, &after),
             summary: check::trial::summary((&stalls_before, before), (&after, &p), &w.miss),
             predictions: p,

@@ -127,6 +127,48 @@ fn an_audio_check_gives_its_verdict_predictions_and_findings() {
     assert!(text.contains("mean time between xruns"));
 }
 
+/// A check under a load measures again without it, as long, and says what the load cost;
+/// `--no-idle` leaves that out. Loads and the timer need no privilege (without root the timer
+/// runs at SCHED_OTHER, which changes the figures, not the shape of the answer).
+#[test]
+fn a_check_under_a_load_also_measures_without_it() {
+    let _g = lock();
+    let runs = tempfile::tempdir().unwrap();
+    let args = [
+        "check",
+        "control:1ms:500us",
+        "-d",
+        "2s",
+        "--load",
+        "cpu",
+        "--settle",
+        "500ms",
+        "--json",
+    ];
+    let out = run_in(runs.path(), &args);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let v: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(v["loads"], serde_json::json!(["cpu"]));
+    let idle = &v["without_load"];
+    assert_eq!(idle["trial"]["without_load"], true, "{idle:#}");
+    assert_eq!(idle["trial"]["change"], "no load (the check ran under cpu)");
+    assert_ne!(idle["run_dir"], v["run_dir"]);
+    // As long as the check: 2 s of 1 ms periods.
+    let periods = idle["predictions"]["periods"].as_u64().unwrap();
+    assert!((1_900..=2_000).contains(&periods), "{periods}");
+    assert_eq!(
+        idle["stalls_before"]["periods"], v["predictions"]["periods"],
+        "{v:#}"
+    );
+    assert!(v["trials"].as_array().unwrap().is_empty());
+    let mut quiet = args.to_vec();
+    quiet.push("--no-idle");
+    let out = run_in(runs.path(), &quiet);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let v: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert!(v["without_load"].is_null(), "{v:#}");
+}
+
 /// The Hourglass thread sg-hourglass-0 at SCHED_FIFO 99 running 2 ms every 10 ms, on CPU 1,
 /// for `secs` (an unrelated real-time load: its own runtime directory, so no CPU lock is
 /// shared with the check).

@@ -401,42 +401,51 @@ fn sigint_stops_cleanly_and_keeps_results() {
     assert_eq!(deadline_lines(&stdout).len(), 1, "{stdout}");
 }
 
+/// `sandglass` run as the user nobody with no capabilities (through setpriv), with the
+/// machine's test lock held, or `None`, with the reason printed, where this is not root or
+/// setpriv is not installed.
+fn as_nobody() -> Option<(std::sync::MutexGuard<'static, ()>, std::process::Command)> {
+    if !is_root() {
+        skip("needs root to re-run sandglass as the unprivileged user nobody");
+        return None;
+    }
+    let guard = lock();
+    let setpriv = Path::new("/usr/bin/setpriv");
+    if !setpriv.exists() {
+        skip("setpriv is not installed");
+        return None;
+    }
+    let mut c = std::process::Command::new(setpriv);
+    c.args([
+        "--reuid=nobody",
+        "--regid=nogroup",
+        "--clear-groups",
+        "--inh-caps=-all",
+    ])
+    .arg(assert_cmd::cargo::cargo_bin("sandglass"));
+    Some((guard, c))
+}
+
+/// A temporary directory the user nobody may read, holding `name`, a directory it may write.
+fn nobody_dirs(name: &str) -> (tempfile::TempDir, PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join(name);
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    (tmp, dir)
+}
+
 /// Without privileges the run still works, at SCHED_OTHER, and says what was downgraded and
 /// how to grant it.
 #[test]
 fn unprivileged_run_downgrades_and_says_how_to_fix_it() {
-    if !is_root() {
-        skip("needs root to re-run sandglass as the unprivileged user nobody");
+    let Some((_g, mut nobody)) = as_nobody() else {
         return;
-    }
-    let _g = lock();
-    let setpriv = Path::new("/usr/bin/setpriv");
-    if !setpriv.exists() {
-        skip("setpriv is not installed");
-        return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
-    let out_dir = tmp.path().join("out");
-    std::fs::create_dir(&out_dir).unwrap();
-    std::fs::set_permissions(
-        &out_dir,
-        std::os::unix::fs::PermissionsExt::from_mode(0o777),
-    )
-    .unwrap();
-    std::fs::set_permissions(
-        tmp.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
-    let bin = assert_cmd::cargo::cargo_bin("sandglass");
-    let out = std::process::Command::new(setpriv)
-        .args([
-            "--reuid=nobody",
-            "--regid=nogroup",
-            "--clear-groups",
-            "--inh-caps=-all",
-        ])
-        .arg(&bin)
+    };
+    let (_tmp, out_dir) = nobody_dirs("out");
+    let out = nobody
         .args([
             "hourglass",
             "-n",
@@ -1405,6 +1414,58 @@ fn rta_validate_runs_hourglass_5_5_and_an_infeasible_set_misses() {
     let notes = val["not_reproduced"].as_array().unwrap();
     assert_eq!(notes.len(), 1);
     assert!(notes[0].as_str().unwrap().contains("jitter of 8 ms"));
+}
+
+/// Without the privilege to set SCHED_FIFO, `analyze rta --validate` runs the set (at
+/// SCHED_OTHER, as Hourglass does) but validates nothing: one error line that says so and how
+/// to grant it, exit code 1, and the run kept.
+#[test]
+fn rta_validate_without_privilege_says_it_validates_nothing() {
+    let Some((_g, mut nobody)) = as_nobody() else {
+        return;
+    };
+    let (tmp, runs) = nobody_dirs("runs");
+    let set = tmp.path().join("set.toml");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/hourglass-5.5.toml"),
+        &set,
+    )
+    .unwrap();
+    let out = nobody
+        .args(["analyze", "rta"])
+        .arg(&set)
+        .args(["--validate", "-d", "500ms"])
+        .env("SANDGLASS_RUNS_DIR", &runs)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.contains("Permission denied") && std::fs::read_dir(&runs).unwrap().count() == 0 {
+        skip(&format!(
+            "user nobody cannot reach the test binary here: {stderr}"
+        ));
+        return;
+    }
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let errors: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("sandglass: error:"))
+        .collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(
+        errors[0]
+            .contains("cannot validate: task modem (thread 0) did not get its SCHED_FIFO priority"),
+        "{stderr}"
+    );
+    assert!(errors[0].contains("CAP_SYS_NICE"), "{stderr}");
+    // The run is kept, and named.
+    let kept: Vec<_> = std::fs::read_dir(&runs)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().join("manifest.json").is_file())
+        .collect();
+    assert_eq!(kept.len(), 1, "{stderr}");
+    let name = kept[0].file_name().to_string_lossy().into_owned();
+    assert!(errors[0].contains(&name), "{stderr}");
 }
 
 /// The unprivileged explanation: a competing SCHED_FIFO 95 thread that runs 2 ms every 500 ms

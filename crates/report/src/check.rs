@@ -4,6 +4,7 @@
 
 use crate::text::count;
 use sandglass::check::predict::span;
+use sandglass::check::trial::Effect;
 use sandglass::check::workload::WorkloadKind;
 use sandglass::check::CheckReport;
 use sandglass::Nanos;
@@ -39,6 +40,20 @@ fn policy_name(p: &str) -> String {
 fn periods_for(need: i64, work: u64, period: u64) -> u64 {
     let need = need.max(0) as u64 + work;
     need.div_ceil(period.max(1)) + 1
+}
+
+/// What a check's measurement without its load says of the load (`Effect::Better`: better
+/// without it).
+pub fn load_cost(e: Effect) -> &'static str {
+    match e {
+        Effect::Better => "the load makes it worse",
+        Effect::NoClearChange => "no clear difference",
+        // Seen on virtual machines: an idle vCPU halts, and the host wakes it late.
+        Effect::Worse => {
+            "it was better under the load (an idle CPU may sleep deeper, or on a virtual \
+             machine be woken late by its host; repeat to see whether that holds)"
+        }
+    }
 }
 
 pub fn write(w: &mut dyn Write, r: &CheckReport) -> io::Result<()> {
@@ -239,6 +254,23 @@ pub fn write(w: &mut dyn Write, r: &CheckReport) -> io::Result<()> {
                 writeln!(w, "     how: {c}")?;
             }
         }
+        writeln!(w)?;
+    }
+
+    if let Some(t) = &r.without_load {
+        let cost = load_cost(t.effect);
+        writeln!(
+            w,
+            "Without the load (the same measurement again for {}, with no load)",
+            span(t.predictions.measured_s)
+        )?;
+        writeln!(w, "  {cost}: under the load → without it: {}", t.summary)?;
+        writeln!(
+            w,
+            "  verdict without the load: {}",
+            t.verdict.level.as_str()
+        )?;
+        writeln!(w, "  run: {}", t.run_dir)?;
         writeln!(w)?;
     }
 

@@ -132,6 +132,15 @@ pub fn verdict(p: &mut Page, c: &sandglass::check::CheckReport) {
             .collect();
         p.table(&["rank", "basis", "fix", "how"], &rows, &[1, 2, 3]);
     }
+    if let Some(t) = &c.without_load {
+        p.text(&format!(
+            "Without the load (the same measurement again for {}): {}: under the load → without it: {}; verdict without the load: {}.",
+            span(t.predictions.measured_s),
+            crate::check::load_cost(t.effect),
+            t.summary,
+            t.verdict.level.as_str()
+        ));
+    }
     if !c.trials.is_empty() {
         let rows: Vec<Vec<String>> = c
             .trials

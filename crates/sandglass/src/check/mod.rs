@@ -83,6 +83,11 @@ pub struct CheckReport {
     /// Trials that could not be measured, each with why.
     #[serde(default)]
     pub trials_skipped: Vec<String>,
+    /// For a check under a load: the same measurement without it, and what the load costs
+    /// (`effect` `better` means better without the load). `null` without a load or with
+    /// `--no-idle`.
+    #[serde(default)]
+    pub without_load: Option<trial::TrialResult>,
 }
 
 /// The culprits of a run's delays on `cpu`, largest share first: the kernel's attribution

@@ -40,6 +40,9 @@ pub struct Trial {
     pub policy: String,
     /// `/dev/cpu_dma_latency` held during the trial, in µs.
     pub pm_qos_us: Option<u32>,
+    /// The trial runs without the check's loads (what the loads cost, rather than a fix).
+    #[serde(default)]
+    pub without_load: bool,
 }
 
 /// Whether a trial's change helped.
@@ -95,6 +98,7 @@ pub fn trials(cpu: usize, allowed: &[usize], policy: &str) -> Vec<Trial> {
         cpu,
         policy: policy.to_string(),
         pm_qos_us: Some(0),
+        without_load: false,
     }];
     if let Some(&other) = allowed.iter().rev().find(|&&c| c != cpu) {
         out.push(Trial {
@@ -106,6 +110,7 @@ pub fn trials(cpu: usize, allowed: &[usize], policy: &str) -> Vec<Trial> {
             cpu: other,
             policy: policy.to_string(),
             pm_qos_us: None,
+            without_load: false,
         });
     }
     let current = rt_priority(policy);
@@ -122,9 +127,24 @@ pub fn trials(cpu: usize, allowed: &[usize], policy: &str) -> Vec<Trial> {
             cpu,
             policy: format!("f:{TRIAL_PRIORITY}"),
             pm_qos_us: None,
+            without_load: false,
         });
     }
     out
+}
+
+/// The measurement a check under `loads` (`cpu+disk`) repeats without them, to show what the
+/// loads cost.
+pub fn without_load(cpu: usize, policy: &str, loads: &str) -> Trial {
+    Trial {
+        id: "without_load".into(),
+        change: format!("no load (the check ran under {loads})"),
+        how: String::new(),
+        cpu,
+        policy: policy.to_string(),
+        pm_qos_us: None,
+        without_load: true,
+    }
 }
 
 /// The real-time priority of an rtla-style policy (`f:88`, `r:50`); `None` for the others.
@@ -277,6 +297,15 @@ mod tests {
             (1, "f:95", None)
         );
         assert_eq!(t[2].change, "SCHED_FIFO 95 instead of SCHED_FIFO 88");
+    }
+
+    #[test]
+    fn the_same_check_without_its_load() {
+        let t = without_load(1, "f:88", "cpu+disk");
+        assert!(t.without_load);
+        assert_eq!((t.cpu, t.policy.as_str(), t.pm_qos_us), (1, "f:88", None));
+        assert_eq!(t.change, "no load (the check ran under cpu+disk)");
+        assert!(trials(1, &[0, 1], "f:88").iter().all(|t| !t.without_load));
     }
 
     #[test]
