@@ -120,7 +120,8 @@ def hour_cell(j):
     if h is None:
         return "-"
     if h.get("worst_case_ns") is None:
-        return f"needs a run of {span(h.get('needs_run_s'))}"
+        why = "no tail model fits; " if j.get("tail") is None else ""
+        return f"{why}needs a run of {span(h.get('needs_run_s'))}"
     if h.get("ci_low_ns") is not None:
         return f"{ms(h['worst_case_ns'])} ({ms(h['ci_low_ns'])} to {ms(h['ci_high_ns'])})"
     return ms(h["worst_case_ns"])
@@ -148,6 +149,7 @@ def main():
     print("| condition | figure | predicted from the 1 min run (95 %) | predicted from the 6 min run (95 %) | observed in the 60 min run (95 %) | observed against the 1 min / 6 min prediction |")
     print("|---|---|---|---|---|---|")
     lengths = []
+    models = []
     for c in a.conditions:
         base = os.path.join(a.out, c)
         run = base + "-observe"
@@ -176,6 +178,17 @@ def main():
             print(f"| {c} | MTTF, 2 buffers of {b} | {mttf_cell(p1)} | {mttf_cell(p6)} | {cell} | {verdict(p1, obs, None, None)} / {verdict(p6, obs, None, None)} |")
         w1 = load(f"{base}-predict.worst-case.json")
         w6 = load(f"{base}-predict-long.worst-case.json")
+        for name, w in (("1 min", w1), ("6 min", w6)):
+            t = (w or {}).get("tail")
+            if t:
+                p = t.get("p_value")
+                models.append(
+                    f"{c}, {name}: above {ms(t['threshold_ns'])} ({t['exceedances']} samples, "
+                    f"shape {t['shape']:.2f}, Anderson-Darling A² {t['anderson_darling']:.2f}, "
+                    f"p {'< 0.01' if p is None else f'{p:.2f}'}, threshold {t.get('thresholds_tried')} of those tried)"
+                )
+            elif w:
+                models.append(f"{c}, {name}: none ({w.get('tail_error')})")
         h6 = next((h for h in (w6 or {}).get("horizons", []) if h["period"] == "hour"), None)
         against = "-"
         if h6 and h6.get("worst_case_ns"):
@@ -186,6 +199,9 @@ def main():
         print(f"| {c} | worst delay per hour | {hour_cell(w1)} | {hour_cell(w6)} | {ms(mx)} (the largest of {n} releases) | {against} |")
     print()
     print("Releases measured (1 ms apart): " + ", ".join(lengths) + ".")
+    if models:
+        print()
+        print("Tail models (generalised Pareto, `analyze worst-case`): " + "; ".join(models) + ".")
 
 
 if __name__ == "__main__":

@@ -619,14 +619,38 @@ pub fn write_worst_case(w: &mut dyn Write, r: &WorstCaseReport) -> io::Result<()
         )?;
     }
     match (&r.tail, &r.tail_error) {
-        (Some(t), _) => writeln!(
-            w,
-            "tail model: generalised Pareto above {} ({} samples), shape {:.3}, scale {}",
-            signed(t.threshold_ns),
-            count(t.exceedances),
-            t.shape,
-            Nanos(t.scale_ns.round().max(0.0) as u64)
-        ),
+        (Some(t), _) => {
+            writeln!(
+                w,
+                "tail model: generalised Pareto above {} ({} samples), shape {:.3}, scale {}",
+                signed(t.threshold_ns),
+                count(t.exceedances),
+                t.shape,
+                Nanos(t.scale_ns.round().max(0.0) as u64)
+            )?;
+            let chosen = match t.threshold_rule {
+                "lowest_fitting" => format!(
+                    "; the lowest of {} threshold(s) tried at which it fits",
+                    t.thresholds_tried
+                ),
+                _ => String::new(),
+            };
+            writeln!(
+                w,
+                "  fit: Anderson-Darling A² {:.3}, p {}{chosen}",
+                t.anderson_darling,
+                t.p_value
+                    .map(|p| format!("{p:.3}"))
+                    .unwrap_or_else(|| "< 0.01".into())
+            )?;
+            if t.extrapolation_shape != t.shape {
+                writeln!(
+                    w,
+                    "  a bounded tail (shape < 0) is extrapolated with shape 0, the exponential of the same scale, which lies above it"
+                )?;
+            }
+            Ok(())
+        }
         (None, Some(e)) => writeln!(w, "tail model: none ({e})"),
         _ => Ok(()),
     }

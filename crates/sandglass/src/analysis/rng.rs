@@ -28,6 +28,11 @@ impl SplitMix64 {
         z ^ (z >> 31)
     }
 
+    /// A uniform number in the open interval (0, 1): the top 53 bits, centred in their step.
+    pub fn unit(&mut self) -> f64 {
+        ((self.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    }
+
     /// A uniform integer in `0..n`; `n` must be positive (0 gives 0).
     pub fn below(&mut self, n: u64) -> u64 {
         if n == 0 {

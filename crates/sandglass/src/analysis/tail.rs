@@ -18,8 +18,33 @@
 //! percentile bootstrap over the excesses (Efron & Tibshirani 1993), seeded so that it is
 //! reproducible.
 //!
-//! The default threshold leaves the top 1% of the samples above it, at least 50 and at most
-//! 5000 of them; at least 20 distinct excesses (counting repeats) are needed for a fit.
+//! **Threshold.** The threshold is the lowest at which the model fits (Choulakian & Stephens
+//! 2001, *Goodness-of-fit tests for the generalized Pareto distribution*, Technometrics 43(4),
+//! §5: test thresholds in increasing order and take the first at which the GPD is not
+//! rejected). The first tried leaves the top 1% of the samples above it (at least 50, at most
+//! 5000); each next one leaves 1/1.25 as many, down to 50. At each, the Anderson–Darling
+//! statistic A² of the excesses against the fitted distribution is computed, and its p-value by
+//! parametric bootstrap: 199 samples of the same size drawn from the fitted distribution, each
+//! refitted by PWM and tested the same way (seeded, so reproducible; the simulation accounts for
+//! the parameters being estimated, by the same estimator, which tables made for maximum
+//! likelihood do not). The model fits where p ≥ 0.05. Where A² > 10 with ξ ≥ 0 the fit is
+//! rejected without simulation: in 1000 simulated fits each for ξ from 0 to 0.9 and 50 to 500
+//! excesses, fewer than 1% reached it (a test below checks it). Where no tried threshold fits,
+//! there is no model (a latency distribution can be two populations, such as a quiet bulk and
+//! millisecond host stalls, which one GPD above the p99 does not describe: fitted there it
+//! predicted a worst hour nine times what the hour reached). Tied samples (binned data, such as
+//! a histogram with 1 µs bins) are spread evenly across their bin for the test, so that binning
+//! alone does not reject a fit.
+//!
+//! **Bounded tails.** An estimate ξ < 0 puts an end point on the tail: the run has not seen a
+//! larger value, which it cannot show to be impossible. Predictions then use ξ = 0, the
+//! exponential of the same scale, which agrees with the fitted tail at the threshold and lies
+//! above it everywhere beyond (measurement-based timing analysis fits exponential-tailed Gumbel
+//! models for the same reason: Cucu-Grosjean et al., *Measurement-based probabilistic timing
+//! analysis for multi-path programs*, ECRTS 2012). `shape` keeps the estimate,
+//! `extrapolation_shape` the value used.
+//!
+//! At least 100 samples and 20 exceedances are needed for a fit.
 
 use super::distribution::Distribution;
 use super::rng::SplitMix64;
@@ -30,6 +55,18 @@ use thiserror::Error;
 pub const MIN_SAMPLES: u64 = 100;
 /// Fewest exceedances of the threshold for a tail fit.
 pub const MIN_EXCEEDANCES: u64 = 20;
+/// Fewest exceedances of a threshold chosen by the goodness-of-fit test.
+pub const MIN_CHOSEN_EXCEEDANCES: u64 = 50;
+/// The test's level: the model fits where its p-value is at least this.
+pub const FIT_LEVEL: f64 = 0.05;
+/// Simulated samples behind the test's p-value.
+pub const FIT_REPLICATES: u32 = 199;
+/// A² above which a fit with ξ ≥ 0 is rejected without simulation.
+pub const FIT_REJECT_A2: f64 = 10.0;
+/// Ratio of the exceedances of one tried threshold to those of the next.
+const THRESHOLD_STEP: f64 = 1.25;
+/// Seed of the test's simulations.
+const FIT_SEED: u64 = 0x5eed_7a11;
 
 /// Why no tail model could be fitted.
 #[derive(Clone, Debug, PartialEq, Error)]
@@ -48,6 +85,26 @@ pub enum TailError {
     /// The moments give no valid generalised Pareto distribution.
     #[error("the excesses do not fit a generalised Pareto distribution with finite mean (the estimated shape is 1 or more)")]
     Degenerate,
+    /// No tried threshold gives a model that fits.
+    #[error("the tail follows no generalised Pareto distribution above any of the {tried} threshold(s) tried, {lowest_ns} ns to {highest_ns} ns (Anderson-Darling test at 5 %): the delays may come from several causes of different sizes; a longer run may fit")]
+    NoFit {
+        /// Thresholds tried.
+        tried: u32,
+        /// The lowest.
+        lowest_ns: i64,
+        /// The highest.
+        highest_ns: i64,
+    },
+    /// The model does not fit above the threshold given.
+    #[error("the tail above {threshold_ns} ns does not follow a generalised Pareto distribution (Anderson-Darling A² = {anderson_darling:.3}, p {p}): give a higher threshold, or none to let sandglass find one", p = p_value.map(|p| format!("= {p:.3}")).unwrap_or_else(|| "< 0.01".into()))]
+    DoesNotFit {
+        /// The threshold given.
+        threshold_ns: i64,
+        /// A² there.
+        anderson_darling: f64,
+        /// Its p-value (`None`: rejected without simulation).
+        p_value: Option<f64>,
+    },
 }
 
 /// A fitted generalised Pareto tail.
@@ -59,15 +116,33 @@ pub struct GpdFit {
     pub exceedances: u64,
     /// n: all samples.
     pub samples: u64,
-    /// ξ.
+    /// ξ as estimated.
     pub shape: f64,
     /// σ, in nanoseconds.
     pub scale_ns: f64,
+    /// The ξ predictions use: ξ, or 0 where ξ < 0 (a bounded tail is extrapolated as the
+    /// exponential of the same scale, which lies above it).
+    pub extrapolation_shape: f64,
     /// The estimator: `"pwm"`.
     pub method: &'static str,
+    /// Anderson–Darling A² of the excesses against the fitted distribution.
+    pub anderson_darling: f64,
+    /// The p-value of A², by parametric bootstrap; `null` where A² was so large that the fit was
+    /// rejected without simulation.
+    pub p_value: Option<f64>,
+    /// How the threshold was chosen: `lowest_fitting` (the lowest tried at which the model is
+    /// not rejected at 5 %) or `given`.
+    pub threshold_rule: &'static str,
+    /// Thresholds tested, this one included.
+    pub thresholds_tried: u32,
 }
 
 impl GpdFit {
+    /// Whether the model fits the excesses (p ≥ 0.05).
+    pub fn fits(&self) -> bool {
+        self.p_value.is_some_and(|p| p >= FIT_LEVEL)
+    }
+
     /// ζ = k/n, the share of samples above the threshold.
     pub fn zeta(&self) -> f64 {
         self.exceedances as f64 / self.samples as f64
@@ -78,7 +153,7 @@ impl GpdFit {
         return_level(
             self.threshold_ns as f64,
             self.zeta(),
-            self.shape,
+            self.extrapolation_shape,
             self.scale_ns,
             p,
         )
@@ -87,18 +162,102 @@ impl GpdFit {
     /// P(X > x) under the model, for x above the threshold.
     pub fn exceedance(&self, x: f64) -> f64 {
         let y = (x - self.threshold_ns as f64).max(0.0);
-        let z = self.zeta();
-        if self.shape.abs() < 1e-12 {
-            z * (-y / self.scale_ns).exp()
+        self.zeta() * (1.0 - gpd_cdf(y, self.extrapolation_shape, self.scale_ns))
+    }
+}
+
+/// The ξ predictions use for an estimate `shape` (see the module's "Bounded tails").
+fn extrapolation_shape(shape: f64) -> f64 {
+    shape.max(0.0)
+}
+
+/// P(Y ≤ y) for a GPD(ξ, σ).
+fn gpd_cdf(y: f64, shape: f64, scale: f64) -> f64 {
+    if y <= 0.0 {
+        return 0.0;
+    }
+    if shape.abs() < 1e-12 {
+        -(-y / scale).exp_m1()
+    } else {
+        let base = 1.0 + shape * y / scale;
+        if base <= 0.0 {
+            1.0
         } else {
-            let base = 1.0 + self.shape * y / self.scale_ns;
-            if base <= 0.0 {
-                0.0
-            } else {
-                z * base.powf(-1.0 / self.shape)
-            }
+            1.0 - base.powf(-1.0 / shape)
         }
     }
+}
+
+/// The `q` quantile of a GPD(ξ, σ), 0 < q < 1.
+fn gpd_quantile(q: f64, shape: f64, scale: f64) -> f64 {
+    if shape.abs() < 1e-12 {
+        -scale * (-q).ln_1p()
+    } else {
+        scale / shape * ((1.0 - q).powf(-shape) - 1.0)
+    }
+}
+
+/// The Anderson–Darling statistic A² of `sorted` (ascending) against a GPD(ξ, σ):
+/// `−m − (1/m)·Σ (2j − 1)·(ln z_j + ln(1 − z_(m+1−j)))` with `z_j = F(y_(j))`.
+pub fn anderson_darling(sorted: &[f64], shape: f64, scale: f64) -> f64 {
+    let m = sorted.len();
+    if m == 0 {
+        return f64::NAN;
+    }
+    let z = |y: f64| gpd_cdf(y, shape, scale).clamp(1e-12, 1.0 - 1e-12);
+    let sum: f64 = (0..m)
+        .map(|j| (2 * j + 1) as f64 * (z(sorted[j]).ln() + (1.0 - z(sorted[m - 1 - j])).ln()))
+        .sum();
+    -(m as f64) - sum / m as f64
+}
+
+/// The p-value of `a2` for `m` excesses fitted as GPD(ξ, σ): the share of samples drawn from
+/// that distribution whose own fit and A² reach it (parametric bootstrap, seeded).
+fn fit_p_value(a2: f64, m: usize, shape: f64, scale: f64) -> f64 {
+    let mut rng = SplitMix64::new(FIT_SEED);
+    let mut y = vec![0.0; m];
+    let mut reached = 0u32;
+    for _ in 0..FIT_REPLICATES {
+        for v in y.iter_mut() {
+            *v = gpd_quantile(rng.unit(), shape, scale);
+        }
+        y.sort_unstable_by(f64::total_cmp);
+        let stat = pwm(&y).map_or(f64::INFINITY, |(s, c)| anderson_darling(&y, s, c));
+        if stat >= a2 {
+            reached += 1;
+        }
+    }
+    f64::from(reached + 1) / f64::from(FIT_REPLICATES + 1)
+}
+
+/// Excesses `sorted` ascending (all positive) with each run of equal values spread evenly
+/// across the bin below it, (v − w, v], w the gap to the previous distinct value (0 for the
+/// first) but at most the finest such gap (the data's resolution). A histogram's value stands
+/// for its bin; spread this way, the first bin above the threshold starts at an excess of 0 as
+/// the model does, whether the bins are labelled by their lower end (cyclictest) or their upper
+/// one (HdrHistogram's equivalent values).
+fn untied(sorted: &[f64]) -> Vec<f64> {
+    let gaps = |i: usize| sorted[i] - if i == 0 { 0.0 } else { sorted[i - 1] };
+    let resolution = (0..sorted.len())
+        .map(gaps)
+        .filter(|&g| g > 0.0)
+        .fold(f64::INFINITY, f64::min);
+    let mut out = Vec::with_capacity(sorted.len());
+    let mut i = 0;
+    while i < sorted.len() {
+        let v = sorted[i];
+        let c = sorted[i..].iter().take_while(|&&x| x == v).count();
+        let width = gaps(i).min(resolution);
+        if c == 1 || !(width > 0.0 && width.is_finite()) {
+            out.extend(std::iter::repeat_n(v, c));
+        } else {
+            out.extend(
+                (0..c).map(|j| v - (c - j) as f64 / c as f64 * width + width / (2 * c) as f64),
+            );
+        }
+        i += c;
+    }
+    out
 }
 
 fn return_level(u: f64, zeta: f64, shape: f64, scale: f64, p: f64) -> Option<f64> {
@@ -140,23 +299,34 @@ pub fn pwm(sorted_excesses: &[f64]) -> Option<(f64, f64)> {
     }
 }
 
-/// The default threshold of `d`: the sample with the top 1% above it (50 to 5000 samples).
-pub fn default_threshold(d: &Distribution) -> Option<i64> {
-    let n = d.total();
-    let k = (n / 100).clamp(50, 5000).min(n / 2);
-    d.value_at_rank(n - k)
+/// The exceedances the first tried threshold leaves: the top 1% (50 to 5000, at most half).
+fn first_exceedances(n: u64) -> u64 {
+    (n / 100).clamp(MIN_CHOSEN_EXCEEDANCES, 5000).min(n / 2)
 }
 
-/// Fits the tail of `d` above `threshold_ns` (the default when `None`).
-pub fn fit(d: &Distribution, threshold_ns: Option<i64>) -> Result<GpdFit, TailError> {
+/// The first threshold tried for `d`: the sample with the top 1% above it (50 to 5000 samples).
+pub fn default_threshold(d: &Distribution) -> Option<i64> {
     let n = d.total();
-    if n < MIN_SAMPLES {
-        return Err(TailError::TooFewSamples(n));
-    }
-    let u = match threshold_ns {
-        Some(u) => u,
-        None => default_threshold(d).ok_or(TailError::TooFewSamples(n))?,
-    };
+    d.value_at_rank(n - first_exceedances(n))
+}
+
+/// The excesses of `d` over `u`, ascending, ties spread across their bins ([`untied`]).
+fn excesses(d: &Distribution, u: i64) -> Vec<f64> {
+    let raw: Vec<f64> = d
+        .samples_above(u)
+        .into_iter()
+        .map(|x| (x - u) as f64)
+        .collect();
+    untied(&raw)
+}
+
+/// The model of the tail above `u`, with its goodness of fit.
+fn fit_above(
+    d: &Distribution,
+    u: i64,
+    threshold_rule: &'static str,
+    thresholds_tried: u32,
+) -> Result<GpdFit, TailError> {
     let k = d.count_above(u);
     if k < MIN_EXCEEDANCES {
         return Err(TailError::TooFewExceedances {
@@ -164,20 +334,82 @@ pub fn fit(d: &Distribution, threshold_ns: Option<i64>) -> Result<GpdFit, TailEr
             threshold_ns: u,
         });
     }
-    let excesses: Vec<f64> = d
-        .samples_above(u)
-        .into_iter()
-        .map(|x| (x - u) as f64)
-        .collect();
-    let (shape, scale) = pwm(&excesses).ok_or(TailError::Degenerate)?;
+    let y = excesses(d, u);
+    let (shape, scale) = pwm(&y).ok_or(TailError::Degenerate)?;
+    let anderson_darling = anderson_darling(&y, shape, scale);
+    let p_value = (shape < 0.0 || anderson_darling <= FIT_REJECT_A2)
+        .then(|| fit_p_value(anderson_darling, y.len(), shape, scale));
     Ok(GpdFit {
         threshold_ns: u,
         exceedances: k,
-        samples: n,
+        samples: d.total(),
         shape,
         scale_ns: scale,
+        extrapolation_shape: extrapolation_shape(shape),
         method: "pwm",
+        anderson_darling,
+        p_value,
+        threshold_rule,
+        thresholds_tried,
     })
+}
+
+/// Fits the tail of `d` above `threshold_ns`, or above the lowest threshold at which the model
+/// fits when `None` (see the module's "Threshold").
+pub fn fit(d: &Distribution, threshold_ns: Option<i64>) -> Result<GpdFit, TailError> {
+    let n = d.total();
+    if n < MIN_SAMPLES {
+        return Err(TailError::TooFewSamples(n));
+    }
+    if let Some(u) = threshold_ns {
+        let f = fit_above(d, u, "given", 1)?;
+        return if f.fits() {
+            Ok(f)
+        } else {
+            Err(TailError::DoesNotFit {
+                threshold_ns: u,
+                anderson_darling: f.anderson_darling,
+                p_value: f.p_value,
+            })
+        };
+    }
+    let first = first_exceedances(n);
+    let floor = MIN_CHOSEN_EXCEEDANCES.min(first);
+    let mut k = first as f64;
+    let mut tried = 0u32;
+    let mut range: Option<(i64, i64)> = None;
+    let mut first_error = None;
+    let mut previous = None;
+    while k.round() as u64 >= floor {
+        let u = d
+            .value_at_rank(n - k.round() as u64)
+            .ok_or(TailError::TooFewSamples(n))?;
+        k /= THRESHOLD_STEP;
+        if previous == Some(u) {
+            continue;
+        }
+        previous = Some(u);
+        match fit_above(d, u, "lowest_fitting", tried + 1) {
+            Ok(f) => {
+                tried += 1;
+                if f.fits() {
+                    return Ok(f);
+                }
+                range = Some((range.map_or(u, |r| r.0), u));
+            }
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    match range {
+        Some((lowest_ns, highest_ns)) => Err(TailError::NoFit {
+            tried,
+            lowest_ns,
+            highest_ns,
+        }),
+        None => Err(first_error.unwrap_or(TailError::TooFewSamples(n))),
+    }
 }
 
 /// A percentile-bootstrap confidence interval of the level exceeded with probability `p`:
@@ -197,11 +429,7 @@ pub fn return_level_ci(
         return None;
     }
     let u = fit.threshold_ns;
-    let excesses: Vec<f64> = d
-        .samples_above(u)
-        .into_iter()
-        .map(|x| (x - u) as f64)
-        .collect();
+    let excesses = excesses(d, u);
     let k = excesses.len() as u64;
     let mut rng = SplitMix64::new(seed);
     let mut levels = Vec::with_capacity(resamples as usize);
@@ -212,6 +440,7 @@ pub fn return_level_ci(
         }
         sample.sort_unstable_by(f64::total_cmp);
         if let Some((shape, scale)) = pwm(&sample) {
+            let shape = extrapolation_shape(shape);
             if let Some(x) = return_level(u as f64, fit.zeta(), shape, scale, p) {
                 levels.push(x);
             }
@@ -276,7 +505,12 @@ mod tests {
             samples: 1000,
             shape: 0.0,
             scale_ns: 100.0,
+            extrapolation_shape: 0.0,
             method: "pwm",
+            anderson_darling: 0.2,
+            p_value: Some(0.9),
+            threshold_rule: "given",
+            thresholds_tried: 1,
         };
         let x = f.return_level(1e-4).expect("in the tail");
         assert!((x - (1000.0 + 100.0 * 100f64.ln())).abs() < 1e-9);
@@ -284,10 +518,129 @@ mod tests {
         // ξ = 0.5, σ = 100: x_p = 1000 + 200·(√(ζ/p) − 1) = 1000 + 200·9 = 2800 at p = 1e-4.
         let g = GpdFit {
             shape: 0.5,
+            extrapolation_shape: 0.5,
             ..f.clone()
         };
         assert!((g.return_level(1e-4).expect("tail") - 2800.0).abs() < 1e-9);
         assert_eq!(g.return_level(0.5), None);
+        // A bounded estimate (ξ = −0.4, end point at u + σ/0.4 = 1250) is extrapolated as the
+        // exponential of the same scale.
+        let b = GpdFit {
+            shape: -0.4,
+            ..f.clone()
+        };
+        assert_eq!(b.return_level(1e-4), f.return_level(1e-4));
+        assert!(b.exceedance(1300.0) > 0.0);
+    }
+
+    /// `bulk` samples of a quiet distribution (2 µs plus an exponential of mean 5 µs) and
+    /// `stalls` of another (1 ms plus an exponential of mean 3 ms), from exact quantiles.
+    fn two_populations(bulk: usize, stalls: usize) -> Distribution {
+        let mut v: Vec<i64> = gpd_quantiles(0.0, 5_000.0, bulk)
+            .into_iter()
+            .map(|x| 2_000 + x.round() as i64)
+            .collect();
+        v.extend(
+            gpd_quantiles(0.0, 3_000_000.0, stalls)
+                .into_iter()
+                .map(|x| 1_000_000 + x.round() as i64),
+        );
+        Distribution::from_samples(&v)
+    }
+
+    #[test]
+    fn the_threshold_is_the_lowest_at_which_the_model_fits() {
+        // The top 1% is 900 quiet samples and 100 stalls: no GPD describes both.
+        let d = two_populations(99_900, 100);
+        let p99 = default_threshold(&d).expect("threshold");
+        assert!(p99 < 100_000, "{p99}");
+        match fit(&d, Some(p99)) {
+            Err(TailError::DoesNotFit {
+                threshold_ns,
+                anderson_darling,
+                p_value,
+            }) => {
+                assert_eq!(threshold_ns, p99);
+                assert!(anderson_darling > FIT_REJECT_A2 && p_value.is_none());
+            }
+            other => panic!("{other:?}"),
+        }
+        // Tried upwards, the first threshold that fits lies among the stalls.
+        let f = fit(&d, None).expect("fit");
+        assert_eq!(f.threshold_rule, "lowest_fitting");
+        assert!(f.threshold_ns >= 1_000_000, "{f:?}");
+        assert!(f.thresholds_tried > 5 && f.fits(), "{f:?}");
+        assert!(f.exceedances >= MIN_CHOSEN_EXCEEDANCES && f.exceedances <= 100);
+        // The stalls' tail: above u, an exponential of mean 3 ms.
+        assert!(
+            f.shape.abs() < 0.15 && (f.scale_ns / 3e6 - 1.0).abs() < 0.25,
+            "{f:?}"
+        );
+        // The same data give the same answer.
+        assert_eq!(fit(&d, None), Ok(f));
+    }
+
+    #[test]
+    fn no_model_where_no_threshold_fits() {
+        // 40 stalls: too few for a chosen threshold (50) once the quiet samples are left below.
+        let d = two_populations(99_960, 40);
+        match fit(&d, None) {
+            Err(
+                e @ TailError::NoFit {
+                    tried,
+                    lowest_ns,
+                    highest_ns,
+                },
+            ) => {
+                assert!(tried > 5 && lowest_ns < highest_ns, "{e}");
+                assert!(e.to_string().contains("no generalised Pareto"), "{e}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn binned_data_are_not_rejected_for_their_bins() {
+        // A histogram with 1 µs bins, as cyclictest writes: 2 µs plus an exponential of mean
+        // 4 µs, floored to whole microseconds. The top 1% (1000 samples) has ties in every bin.
+        let v: Vec<i64> = gpd_quantiles(0.0, 4_000.0, 100_000)
+            .into_iter()
+            .map(|x| (2_000 + x as i64) / 1_000 * 1_000)
+            .collect();
+        let f = fit(&Distribution::from_samples(&v), None).expect("fit");
+        assert_eq!(f.thresholds_tried, 1, "{f:?}");
+    }
+
+    #[test]
+    fn large_a2_is_rejected_without_simulation_only_where_simulation_would() {
+        // Fewer than 1% of fits to samples drawn from the model itself reach FIT_REJECT_A2.
+        let mut rng = SplitMix64::new(7);
+        for shape in [0.0, 0.5, 0.9] {
+            for m in [50, 500] {
+                let mut over = 0;
+                for _ in 0..1000 {
+                    let mut y: Vec<f64> = (0..m)
+                        .map(|_| gpd_quantile(rng.unit(), shape, 1.0))
+                        .collect();
+                    y.sort_unstable_by(f64::total_cmp);
+                    if pwm(&y).is_some_and(|(s, c)| anderson_darling(&y, s, c) > FIT_REJECT_A2) {
+                        over += 1;
+                    }
+                }
+                assert!(over < 10, "shape {shape}, {m} excesses: {over} of 1000");
+            }
+        }
+    }
+
+    #[test]
+    fn anderson_darling_by_hand() {
+        // Two points at the exponential's quartiles: z = 1/4, 3/4;
+        // A² = −2 − (1/2)·[1·(ln ¼ + ln ¼) + 3·(ln ¾ + ln ¾)].
+        let y = [-(0.75f64).ln(), -(0.25f64).ln()];
+        let want = -2.0 - 0.5 * (2.0 * 0.25f64.ln() + 6.0 * 0.75f64.ln());
+        assert!((anderson_darling(&y, 0.0, 1.0) - want).abs() < 1e-12);
+        assert_eq!(untied(&[1.0, 2.0, 2.0, 4.0]), vec![1.0, 1.25, 1.75, 4.0]);
+        assert_eq!(untied(&[3.0, 3.0]), vec![0.75, 2.25]);
     }
 
     #[test]

@@ -21,7 +21,8 @@
 //! A period has `r·3600·hours` samples, with one hour for the hourly value, `hours_per_day` for
 //! the daily and `hours_per_day·days_per_week` for the weekly one. When N exceeds n the data
 //! cannot show it; the value then comes from the generalised Pareto tail of
-//! [`crate::analysis::tail`], with a bootstrap confidence interval, and is marked extrapolated;
+//! [`crate::analysis::tail`] where one fits, with a bootstrap confidence interval, and is marked
+//! extrapolated;
 //! it is never less than the observed maximum, a level already reached in a shorter time.
 //!
 //! Usage presets follow the seed's §3.1 and §4.3, taking the upper end of each range (the
@@ -462,33 +463,54 @@ mod tests {
         assert_eq!(last.at_least_one_per_hour, 0.0);
     }
 
+    /// `n` samples: `n − tail` at 20 µs, `tail` at 20 µs plus an exponential of mean `mean_ns`,
+    /// each at its exact quantile, in 1 µs bins labelled by their upper end.
+    fn exponential_tail(n: u64, tail: u64, mean_ns: f64) -> Distribution {
+        let above = |y: f64| (tail as f64 * (-y / mean_ns).exp()).round() as u64;
+        let mut bins = vec![(20_000i64, n - tail)];
+        let mut y = 0.0;
+        while above(y) > 0 {
+            let c = above(y) - above(y + 1000.0);
+            if c > 0 {
+                bins.push((21_000 + y as i64, c));
+            }
+            y += 1000.0;
+        }
+        Distribution::from_bins(bins)
+    }
+
     #[test]
     fn hourly_worst_case_is_empirical_and_longer_periods_extrapolate() {
-        let d = hour_at_1khz();
+        // One hour at 1 kHz, 1% of it in an exponential tail of mean 20 µs.
+        let d = exponential_tail(3_600_000, 36_000, 20_000.0);
         let mut c = WorstCaseConfig::new(1000.0, preset("office").expect("preset").usage);
         c.resamples = 200;
         let r = analyze(&d, &c).expect("valid");
         // An hour is 3.6e6 samples = n: the least value with at most one sample above it.
         let hour = &r.horizons[0];
-        assert_eq!(
-            (hour.period, hour.worst_case_ns, hour.extrapolated),
-            ("hour", Some(1_000_000), false)
-        );
-        // A day of office use is 8 hours: beyond the data, so from the tail model.
+        assert_eq!((hour.period, hour.extrapolated), ("hour", false));
+        assert_eq!(hour.worst_case_ns, empirical_worst(&d, 3.6e6));
+        // A day of office use is 8 hours: beyond the data, so from the tail model, fitted at
+        // the first threshold tried (the top 5000 samples), where it fits.
         let day = &r.horizons[1];
         assert_eq!(day.hours, 8.0);
         assert_eq!(day.empirical_ns, None);
         assert!(day.extrapolated, "{r:?}");
         let tail = r.tail.as_ref().expect("fitted");
-        assert_eq!((tail.threshold_ns, tail.exceedances), (100_000, 1000));
+        assert_eq!(
+            (tail.thresholds_tried, tail.threshold_rule),
+            (1, "lowest_fitting")
+        );
+        assert!(tail.fits() && tail.shape.abs() < 0.1, "{tail:?}");
+        assert_eq!(tail.threshold_ns, default_threshold_of(&d));
         let (lo, hi) = (day.ci_low_ns.expect("ci"), day.ci_high_ns.expect("ci"));
         let m = day.model_ns.expect("model");
         assert!(lo <= m && m <= hi, "{lo} {m} {hi}");
-        // The fitted tail puts the daily level below the 2 ms the hour already reached, so the
-        // worst case is that maximum: never less than what was observed in less time.
-        assert!(m < 2_000_000, "{m}");
+        // The level exceeded once in 8 h: 20 µs + 20 µs·ln(36,000·8) ≈ 271 µs, never less than
+        // the maximum the hour reached.
+        assert!((m - 271_000).abs() < 10_000, "{m}");
         let v = day.worst_case_ns.expect("worst case");
-        assert_eq!(v, 2_000_000);
+        assert_eq!(v, m.max(r.max_ns));
         assert!(v >= hour.worst_case_ns.expect("hour"));
         // A week (40 hours) is 40 times the hour observed: beyond the validity rule's ten, so
         // no value, and a run of 4 hours would support one.
@@ -504,24 +526,36 @@ mod tests {
         assert_eq!(analyze(&d, &c).expect("valid"), r);
     }
 
+    fn default_threshold_of(d: &Distribution) -> i64 {
+        tail::default_threshold(d).expect("threshold")
+    }
+
+    /// Where no tail model fits, nothing is extrapolated and the report says why.
+    #[test]
+    fn no_extrapolation_without_a_fitting_tail() {
+        // The coarse table of `hour_at_1khz`: four values above 100 µs, no GPD.
+        let d = hour_at_1khz();
+        let mut c = WorstCaseConfig::new(1000.0, preset("office").expect("preset").usage);
+        c.resamples = 50;
+        let r = analyze(&d, &c).expect("valid");
+        assert!(r.tail.is_none());
+        let e = r.tail_error.as_deref().expect("why");
+        assert!(e.contains("no generalised Pareto"), "{e}");
+        let day = &r.horizons[1];
+        assert_eq!((day.worst_case_ns, day.extrapolated), (None, false));
+        assert!(day.needs_run_s.is_some());
+    }
+
     /// Ten seconds of a 1 kHz timer say nothing about a week, and say how long a run would;
     /// the same distribution observed for 17 hours (the same shape, 6,000 times the samples)
     /// gives the week of continuous use (168 h) its value and interval.
     #[test]
     fn a_week_needs_a_run_of_a_tenth_of_it() {
-        let shape = |scale: u64| {
-            Distribution::from_bins([
-                (20_000, 9_800 * scale),
-                (50_000, 150 * scale),
-                (200_000, 40 * scale),
-                (2_000_000, 9 * scale),
-                (5_000_000, scale),
-            ])
-        };
+        // 2% of the samples in an exponential tail of mean 100 µs.
+        let shape = |scale: u64| exponential_tail(10_000 * scale, 200 * scale, 100_000.0);
         let usage = preset("continuous").expect("preset").usage;
         let mut c = WorstCaseConfig::new(1000.0, usage);
         c.resamples = 100;
-        c.tail_threshold_ns = Some(20_000);
         let short = analyze(&shape(1), &c).expect("valid");
         assert!((short.observed_s - 10.0).abs() < 1e-9);
         let week = &short.horizons[2];

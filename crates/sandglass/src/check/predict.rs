@@ -203,13 +203,15 @@ pub fn predict(w: &Workload, work: Nanos, d: &Distribution, target_s: f64) -> Pr
         }
     }
     if n > 0 {
-        let config = worst_case::WorstCaseConfig::new(
+        let mut config = worst_case::WorstCaseConfig::new(
             1.0 / period_s,
             worst_case::UsagePattern {
                 hours_per_day: 24.0,
                 days_per_week: 7.0,
             },
         );
+        // The threshold just chosen: the same model, without searching for it again.
+        config.tail_threshold_ns = fit.as_ref().map(|f| f.threshold_ns);
         out.worst_hour = worst_case::analyze(d, &config)
             .ok()
             .and_then(|r| r.horizons.into_iter().next());
