@@ -942,13 +942,16 @@ mod tests {
 
     #[test]
     fn worst_case_marks_extrapolation() {
-        let d = Distribution::from_bins([
-            (100_000, 3_599_000),
-            (200_000, 900),
-            (500_000, 90),
-            (1_000_000, 9),
-            (2_000_000, 1),
-        ]);
+        // One hour at 1 kHz: 1 % of it 100 µs plus an exponential of mean 50 µs (exact
+        // quantiles in 1 µs bins), the rest at 100 µs.
+        let above = |y: f64| (36_000.0 * (-y / 50_000.0).exp()).round() as u64;
+        let mut bins = vec![(100_000i64, 3_564_000u64)];
+        let mut y = 0.0;
+        while above(y) > 0 {
+            bins.push((101_000 + y as i64, above(y) - above(y + 1000.0)));
+            y += 1000.0;
+        }
+        let d = Distribution::from_bins(bins);
         let usage = worst_case::preset("office").expect("preset").usage;
         let mut c = worst_case::WorstCaseConfig::new(1000.0, usage);
         c.thresholds_ns = vec![1_000_000, 2_000_000];
@@ -962,10 +965,28 @@ mod tests {
         assert!(s.contains("per hour (1 h)") && s.contains("1 ms"), "{s}");
         assert!(s.contains("> 20.0 min"), "{s}");
         assert!(s.contains("extrapolated; 95% interval"), "{s}");
+        assert!(s.contains("tail model: generalised Pareto above "), "{s}");
         assert!(
-            s.contains("tail model: generalised Pareto above 100 µs"),
+            s.contains("  fit: Anderson-Darling A² ")
+                && s.contains("; the lowest of 1 threshold(s) tried at which it fits"),
             "{s}"
         );
+
+        // Four values above 100 µs: no generalised Pareto tail, and the reason.
+        let coarse = Distribution::from_bins([
+            (100_000, 3_599_000),
+            (200_000, 900),
+            (500_000, 90),
+            (1_000_000, 9),
+            (2_000_000, 1),
+        ]);
+        let r = worst_case::analyze(&coarse, &c).expect("valid");
+        let s = render(|w| write_worst_case(w, &r));
+        assert!(
+            s.contains("tail model: none (the tail follows no generalised Pareto distribution"),
+            "{s}"
+        );
+        assert!(!s.contains("extrapolated"), "{s}");
     }
 
     #[test]
