@@ -237,6 +237,7 @@ pub fn tool() -> Tool {
 /// ([`settle_store`]).
 pub fn context() -> RunContext {
     end_leftover_loads();
+    end_leftover_tracing();
     settle_store();
     RunContext {
         command_line: std::env::args().collect(),
@@ -494,9 +495,16 @@ pub fn register(dir: &std::path::Path) {
 
 /// Ends what the loads of a sandglass that was killed left running (`contain::sweep`), with
 /// one note line each: a load is contained so that nothing it starts outlives its run, and a
-/// SIGKILL gives the run no chance to end it.
+/// SIGKILL gives the run no chance to end it. A record sandglass cannot trust is named and left.
 pub fn end_leftover_loads() {
     for l in sandglass::contain::sweep() {
+        if let Some(why) = &l.refused {
+            eprintln!(
+                "sandglass: warning: {} is not a load record this user's sandglass wrote ({why}): left as it is",
+                l.record.display()
+            );
+            continue;
+        }
         let what = match l.ended {
             0 => "nothing of it was still running".to_string(),
             n => format!("ended {n} process(es) it had left running"),
@@ -504,6 +512,24 @@ pub fn end_leftover_loads() {
         eprintln!(
             "sandglass: note: sandglass process {} was killed before it could stop its load ({}); {what}",
             l.owner, l.method
+        );
+    }
+}
+
+/// Removes the tracing instances of sandglass processes that were killed (their buffers stay
+/// pinned and recording otherwise) and unmounts tracefs when a killed sandglass mounted it, with
+/// one note line each (`tracefs::clean_up`).
+pub fn end_leftover_tracing() {
+    let c = sandglass::causes::tracefs::clean_up();
+    for name in &c.instances {
+        eprintln!(
+            "sandglass: note: removed the tracing instance {name}, left recording by a sandglass that was killed"
+        );
+    }
+    if let Some(at) = c.unmounted {
+        eprintln!(
+            "sandglass: note: unmounted tracefs from {}, mounted by a sandglass that was killed",
+            at.display()
         );
     }
 }

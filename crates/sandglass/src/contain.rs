@@ -16,11 +16,16 @@
 //!   every descendant; the load's members are its leader's descendants and adopted orphans that
 //!   left sandglass's process group. Ending the load sends SIGKILL to each and collects them.
 //!
-//! Either way the jail writes a state file in the runtime directory ([`runtime_dir`]) naming its
-//! cgroup or, with a subreaper, the processes it has seen (pid and start time, rescanned every
-//! 100 ms for the first two seconds of the load and every second after; a process started
-//! since the last scan is not yet recorded). A sandglass killed with SIGKILL cannot clean up, so the next
-//! start reads the state files whose owner has gone ([`sweep`]) and ends what they name.
+//! Either way the jail writes a state file in `loads/` of the runtime directory
+//! ([`crate::runtime`], private to the user) naming its cgroup or, with a subreaper, the
+//! processes it has seen (pid and start time, rescanned every 100 ms for the first two seconds
+//! of the load and every second after; a process started since the last scan is not yet
+//! recorded). A sandglass killed with SIGKILL cannot clean up, so the next start reads the state
+//! files whose owner has gone ([`sweep`]) and ends what they name, trusting nothing it did not
+//! write: a record is read only when it is a regular file of this user's with one link, a
+//! process is ended only when its pid and start time both match the record, and a cgroup only
+//! when it lies in the cgroup v2 hierarchy and bears the name sandglass gives its loads with the
+//! recorded owner's pid. Anything else is reported and left as it is.
 
 use sandglass_sys::{child, Errno};
 use std::collections::{BTreeMap, BTreeSet};
@@ -31,7 +36,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// The environment variable that moves the runtime directory (tests, containers).
-pub const RUNTIME_DIR_ENV: &str = "SANDGLASS_RUNTIME_DIR";
+pub const RUNTIME_DIR_ENV: &str = crate::runtime::RUNTIME_DIR_ENV;
 /// The environment variable that forbids the cgroup (`subreaper`), for tests of the fallback.
 pub const CONTAIN_ENV: &str = "SANDGLASS_CONTAIN";
 
@@ -46,41 +51,6 @@ const END_LIMIT: Duration = Duration::from_secs(2);
 static NEXT_JAIL: AtomicU64 = AtomicU64::new(0);
 /// The leaders of running subreaper jails: an orphan in another group is not one of them.
 static LEADERS: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
-
-/// The directory of sandglass's runtime state (CPU locks, jails' state files), created with
-/// mode 1777 so that every user's sandglass shares it: `$SANDGLASS_RUNTIME_DIR`, else
-/// `/run/sandglass` when it can be used, else `$XDG_RUNTIME_DIR/sandglass`, else
-/// `sandglass-UID` under the temporary directory.
-pub fn runtime_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os(RUNTIME_DIR_ENV).filter(|d| !d.is_empty()) {
-        return PathBuf::from(d);
-    }
-    let mut candidates = vec![PathBuf::from("/run/sandglass")];
-    if let Some(x) = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
-        candidates.push(PathBuf::from(x).join("sandglass"));
-    }
-    let fallback =
-        std::env::temp_dir().join(format!("sandglass-{}", sandglass_sys::process::euid()));
-    candidates
-        .into_iter()
-        .find(|d| usable_dir(d, true))
-        .unwrap_or(fallback)
-}
-
-/// Creates `dir` (mode 1777 when `shared`) and checks that a file can be made in it.
-pub(crate) fn usable_dir(dir: &Path, shared: bool) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    if std::fs::create_dir_all(dir).is_err() {
-        return false;
-    }
-    if shared {
-        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o1777));
-    }
-    let probe = dir.join(format!(".probe-{}", std::process::id()));
-    let ok = std::fs::File::create(&probe).is_ok();
-    let _ = std::fs::remove_file(&probe);
-    ok
-}
 
 /// One line of `/proc/PID/stat`, the fields containment needs (`proc(5)`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -140,16 +110,42 @@ fn below(table: &[ProcStat], roots: &BTreeSet<i32>) -> BTreeSet<i32> {
     found
 }
 
+/// Where the cgroup v2 hierarchy is mounted, from `/proc/self/mountinfo`.
+fn cgroup2_mount() -> Option<PathBuf> {
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    mounts.lines().find_map(|l| {
+        let (left, right) = l.split_once(" - ")?;
+        (right.split_whitespace().next()? == "cgroup2")
+            .then(|| left.split(' ').nth(4).map(PathBuf::from))?
+    })
+}
+
 /// The cgroup v2 directory of this process, from `/proc/self/mountinfo` and `/proc/self/cgroup`.
 fn own_cgroup() -> Option<PathBuf> {
-    let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let mount = mounts.lines().find_map(|l| {
-        let (left, right) = l.split_once(" - ")?;
-        (right.split_whitespace().next()? == "cgroup2").then(|| left.split(' ').nth(4))?
-    })?;
+    let mount = cgroup2_mount()?;
     let groups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
     let path = groups.lines().find_map(|l| l.strip_prefix("0::"))?;
-    Some(Path::new(mount).join(path.trim_start_matches('/')))
+    Some(mount.join(path.trim_start_matches('/')))
+}
+
+/// Whether `dir` is a cgroup that sandglass process `owner` made for a load: below the cgroup
+/// v2 mount `mount`, with no `.` or `..` in its path, a directory rather than a link, named
+/// `sandglass-load-OWNER-N`.
+fn is_load_cgroup(dir: &Path, mount: &Path, owner: i32) -> bool {
+    use std::path::Component;
+    let plain = dir
+        .components()
+        .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+    let named = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix(&format!("sandglass-load-{owner}-")))
+        .is_some_and(|seq| !seq.is_empty() && seq.bytes().all(|b| b.is_ascii_digit()));
+    plain
+        && named
+        && dir.starts_with(mount)
+        && dir != mount
+        && dir.symlink_metadata().is_ok_and(|m| m.is_dir())
 }
 
 /// Makes a cgroup for one load below this process's own, when this process may move a child
@@ -200,7 +196,8 @@ pub struct Jail {
     tracked: BTreeMap<i32, u64>,
     scanned: Option<Instant>,
     created: Instant,
-    state: Option<PathBuf>,
+    /// Where its state file is, and its name there.
+    state: Option<(crate::runtime::RuntimeDir, String)>,
 }
 
 impl Jail {
@@ -211,9 +208,10 @@ impl Jail {
         if cgroup.is_none() {
             let _ = child::set_child_subreaper();
         }
-        let dir = runtime_dir().join("loads");
-        let state = usable_dir(&dir, false)
-            .then(|| dir.join(format!("{}-{seq}.state", std::process::id())));
+        let state = crate::runtime::dir()
+            .and_then(|d| d.subdir("loads"))
+            .ok()
+            .map(|d| (d, format!("{}-{seq}.state", std::process::id())));
         Jail {
             cgroup,
             warden: None,
@@ -364,15 +362,15 @@ impl Jail {
                 END_LIMIT.as_secs()
             ));
         }
-        if let Some(s) = self.state.take() {
-            let _ = std::fs::remove_file(s);
+        if let Some((dir, name)) = self.state.take() {
+            dir.remove(&name);
         }
         Ok(ended)
     }
 
     /// Writes the state file: the owner, then the cgroup or the tracked processes.
     fn save(&self) {
-        let Some(path) = &self.state else {
+        let Some((dir, name)) = &self.state else {
             return;
         };
         let me = std::process::id() as i32;
@@ -390,10 +388,7 @@ impl Jail {
         for (pid, start) in procs {
             text.push_str(&format!("proc {pid} {start}\n"));
         }
-        let tmp = path.with_extension("tmp");
-        if std::fs::write(&tmp, text).is_ok() {
-            let _ = std::fs::rename(&tmp, path);
-        }
+        let _ = dir.write(name, &text);
     }
 }
 
@@ -414,36 +409,70 @@ impl Drop for Jail {
 /// What [`sweep`] found of one load left by a sandglass that was killed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Leftover {
+    /// The state file.
+    pub record: PathBuf,
     /// The pid of the sandglass that started the load.
     pub owner: i32,
     /// How the load was held: `cgroup DIR` or `subreaper`.
     pub method: String,
     /// Processes that were still running and have now been sent SIGKILL.
     pub ended: usize,
+    /// Why the record was not acted on (not this user's own file, a cgroup sandglass did not
+    /// make): it is left as it is.
+    pub refused: Option<String>,
 }
 
 /// Ends what loads of sandglass processes that have gone (killed with SIGKILL, crashed) left
-/// running, from their state files, and removes those files and empty cgroups. A process is
-/// ended only when both its pid and its start time match the record, so a reused pid is safe.
+/// running, from their state files in this user's runtime directory, and removes those files
+/// and empty cgroups. A process is ended only when both its pid and its start time match the
+/// record, so a reused pid is safe; a record this user did not write, or one naming a cgroup
+/// sandglass did not make, is reported and left.
 pub fn sweep() -> Vec<Leftover> {
-    sweep_in(&runtime_dir().join("loads"))
+    match crate::runtime::dir() {
+        Ok(d) => match d.path().join("loads").symlink_metadata() {
+            Ok(_) => match d.subdir("loads") {
+                Ok(loads) => sweep_in(&loads),
+                Err(e) => vec![Leftover {
+                    record: d.path().join("loads"),
+                    owner: 0,
+                    method: String::new(),
+                    ended: 0,
+                    refused: Some(e.to_string()),
+                }],
+            },
+            Err(_) => Vec::new(),
+        },
+        // The commands that need the directory say why it cannot be used.
+        Err(_) => Vec::new(),
+    }
 }
 
-fn sweep_in(dir: &Path) -> Vec<Leftover> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
+fn sweep_in(dir: &crate::runtime::RuntimeDir) -> Vec<Leftover> {
+    let mount = cgroup2_mount();
     let mut found = Vec::new();
-    for e in entries.flatten() {
-        let path = e.path();
-        if path.extension().and_then(|x| x.to_str()) != Some("state") {
+    for name in dir.names() {
+        if !name.ends_with(".state") {
             continue;
         }
-        let Ok(text) = std::fs::read_to_string(&path) else {
-            continue;
+        let record = dir.path().join(&name);
+        let refuse = |owner: i32, why: String| Leftover {
+            record: record.clone(),
+            owner,
+            method: String::new(),
+            ended: 0,
+            refused: Some(why),
+        };
+        let text = match dir.read(&name) {
+            Ok(Some(t)) => t,
+            Ok(None) => continue,
+            Err(e) => {
+                found.push(refuse(0, e.to_string()));
+                continue;
+            }
         };
         let Some(state) = StateFile::parse(&text) else {
-            let _ = std::fs::remove_file(&path);
+            // This user's own file, but not one sandglass could have written whole.
+            dir.remove(&name);
             continue;
         };
         if proc_stat(state.owner).is_some_and(|p| p.start == state.owner_start) {
@@ -451,6 +480,19 @@ fn sweep_in(dir: &Path) -> Vec<Leftover> {
         }
         let mut ended = 0;
         if let Some(d) = &state.cgroup {
+            if !mount
+                .as_deref()
+                .is_some_and(|m| is_load_cgroup(d, m, state.owner))
+            {
+                found.push(refuse(
+                    state.owner,
+                    format!(
+                        "it names {}, which is not a cgroup sandglass made for a load",
+                        d.display()
+                    ),
+                ));
+                continue;
+            }
             ended += cgroup_pids(d).len();
             kill_cgroup(d);
             let deadline = Instant::now() + END_LIMIT;
@@ -466,14 +508,16 @@ fn sweep_in(dir: &Path) -> Vec<Leftover> {
                 ended += 1;
             }
         }
-        let _ = std::fs::remove_file(&path);
+        dir.remove(&name);
         found.push(Leftover {
+            record,
             owner: state.owner,
             method: match &state.cgroup {
                 Some(d) => format!("cgroup {}", d.display()),
                 None => "subreaper".into(),
             },
             ended,
+            refused: None,
         });
     }
     found
@@ -501,12 +545,8 @@ impl StateFile {
             };
             match key {
                 "owner" => owner = Some(pair()?),
-                // Only a cgroup of sandglass's own naming is ever killed.
-                "cgroup" => {
-                    cgroup = rest
-                        .contains("/sandglass-load-")
-                        .then(|| PathBuf::from(rest))
-                }
+                // Checked before it is acted on ([`is_load_cgroup`]).
+                "cgroup" => cgroup = Some(PathBuf::from(rest)),
                 "proc" => procs.push(pair()?),
                 _ => return None,
             }
@@ -543,7 +583,7 @@ mod tests {
     }
 
     #[test]
-    fn state_files_round_trip_and_refuse_foreign_cgroups() {
+    fn state_files_round_trip() {
         let s = StateFile::parse(
             "owner 10 500\ncgroup /sys/fs/cgroup/sandglass-load-10-0\nproc 11 501\nproc 12 502\n",
         )
@@ -554,11 +594,37 @@ mod tests {
             Some(Path::new("/sys/fs/cgroup/sandglass-load-10-0"))
         );
         assert_eq!(s.procs, vec![(11, 501), (12, 502)]);
-        let foreign =
-            StateFile::parse("owner 10 500\ncgroup /sys/fs/cgroup/user.slice\n").expect("parse");
-        assert_eq!(foreign.cgroup, None);
         assert_eq!(StateFile::parse("owner x\n"), None);
         assert_eq!(StateFile::parse("proc 1 2\n"), None);
+    }
+
+    #[test]
+    fn only_cgroups_sandglass_made_for_the_recorded_owner_are_load_cgroups() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let mount = tmp.path();
+        let ours = mount.join("system.slice/sandglass-load-10-3");
+        std::fs::create_dir_all(&ours).expect("mkdir");
+        assert!(is_load_cgroup(&ours, mount, 10));
+        // Another owner's, a foreign name, a path out of the hierarchy, a link, the mount.
+        assert!(!is_load_cgroup(&ours, mount, 11));
+        let user = mount.join("user.slice");
+        std::fs::create_dir_all(&user).expect("mkdir");
+        assert!(!is_load_cgroup(&user, mount, 10));
+        let out = mount.join("system.slice/../../sandglass-load-10-3");
+        assert!(!is_load_cgroup(&out, mount, 10));
+        let elsewhere = tempfile::tempdir().expect("tempdir");
+        let outside = elsewhere.path().join("sandglass-load-10-4");
+        std::fs::create_dir(&outside).expect("mkdir");
+        assert!(!is_load_cgroup(&outside, mount, 10));
+        let link = mount.join("sandglass-load-10-5");
+        std::os::unix::fs::symlink(&user, &link).expect("symlink");
+        assert!(!is_load_cgroup(&link, mount, 10));
+        assert!(!is_load_cgroup(mount, mount, 10));
+        assert!(!is_load_cgroup(
+            &mount.join("sandglass-load-10-x"),
+            mount,
+            10
+        ));
     }
 
     #[test]
@@ -580,7 +646,8 @@ mod tests {
 
     #[test]
     fn a_sweep_spares_live_owners_and_ends_what_dead_ones_left() {
-        let dir = tempfile::tempdir().expect("tempdir");
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = crate::runtime::RuntimeDir::at(tmp.path()).expect("runtime dir");
         let me = std::process::id() as i32;
         let my_start = proc_stat(me).expect("own stat").start;
         std::fs::write(
@@ -601,8 +668,24 @@ mod tests {
             ),
         )
         .expect("write");
-        let found = sweep_in(dir.path());
-        assert_eq!(found.len(), 1, "{found:?}");
+        // A record naming a cgroup sandglass did not make is reported and left.
+        std::fs::write(
+            dir.path().join("foreign.state"),
+            format!(
+                "owner {me} {}\ncgroup /sys/fs/cgroup/user.slice\n",
+                my_start + 1
+            ),
+        )
+        .expect("write");
+        let mut found = sweep_in(&dir);
+        found.sort_by_key(|l| l.refused.is_some());
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!(found[1]
+            .refused
+            .as_deref()
+            .is_some_and(|r| r.contains("user.slice")));
+        assert!(dir.path().join("foreign.state").exists());
+        assert_eq!(found[0].refused, None);
         assert_eq!(found[0].ended, 1);
         assert_eq!(found[0].method, "subreaper");
         let status = sleeper.wait().expect("wait");

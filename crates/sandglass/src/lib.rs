@@ -37,6 +37,7 @@ pub mod policy;
 pub mod replay;
 pub mod result;
 pub mod runner;
+pub mod runtime;
 pub mod stats;
 pub mod stops;
 pub mod store;

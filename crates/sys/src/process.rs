@@ -9,6 +9,13 @@ pub fn euid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
+/// `open(2)` flags and an errno the runtime directory's checks need, for `OpenOptionsExt`:
+/// fail on a symbolic link instead of following it (with `ELOOP`), and never block opening a
+/// FIFO.
+pub const O_NOFOLLOW: i32 = libc::O_NOFOLLOW;
+pub const O_NONBLOCK: i32 = libc::O_NONBLOCK;
+pub const ELOOP: i32 = libc::ELOOP;
+
 /// The process id.
 pub fn pid() -> i32 {
     // SAFETY: no arguments; cannot fail.

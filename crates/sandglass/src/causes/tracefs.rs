@@ -1,7 +1,8 @@
 //! The tracefs backend (`--trace`): kernel scheduling and interrupt events on the measured CPUs,
 //! recorded in a private tracing instance and read from its per-CPU binary buffers.
 //!
-//! A run creates `instances/sandglass-PID` in tracefs (mounting tracefs first if no one has),
+//! A run creates `instances/sandglass-PID-START` in tracefs (the process's id and start time;
+//! mounting tracefs first if no one has, and recording that it did in the runtime directory),
 //! so the global trace, its events and any other user's instance are never touched. In it:
 //! `trace_clock` `mono` (CLOCK_MONOTONIC, the clock the engine's counter is calibrated against),
 //! a cpumask of the measured CPUs, the buffer size asked for, and the events of [`EVENTS`] and
@@ -23,8 +24,11 @@
 //!
 //! Whatever happens, the instance is removed: when the run ends, when it fails, on Ctrl-C (the
 //! runner takes signals synchronously and returns normally) and on a panic (by `Drop`). A
-//! process killed with SIGKILL cannot clean up: its instance is removed by the next run that
-//! finds it (its name holds a process id that no longer exists).
+//! process killed with SIGKILL cannot clean up: every measuring command starts with
+//! [`clean_up`], which removes the instances of sandglass processes that no longer exist (no
+//! process has the id in the name with the start time in the name) and unmounts tracefs when
+//! sandglass mounted it (the same mount, by its id in `/proc/self/mountinfo`) and no living
+//! sandglass has an instance in it.
 
 use super::attribute::Traced;
 use super::tracefs_raw::{self, DecodeError, Decoder, Format, PageLayout};
@@ -320,7 +324,6 @@ struct Counts {
 pub struct Session {
     mount: PathBuf,
     dir: PathBuf,
-    mounted_here: bool,
     cpus: Vec<usize>,
     pipes: Vec<(usize, File)>,
     keep: Keep,
@@ -398,9 +401,32 @@ pub fn probe() -> Result<(), TraceError> {
     .map(drop)
 }
 
-/// The name of this process's instance.
-pub fn instance_name(pid: u32) -> String {
-    format!("sandglass-{pid}")
+/// The name of the instance of process `pid` started at `start` (clock ticks after boot, field
+/// 22 of `/proc/PID/stat`).
+pub fn instance_name(pid: u32, start: u64) -> String {
+    format!("sandglass-{pid}-{start}")
+}
+
+/// This process's instance name.
+fn own_instance_name() -> String {
+    let pid = std::process::id();
+    let start = crate::contain::proc_stat(pid as i32).map_or(0, |p| p.start);
+    instance_name(pid, start)
+}
+
+/// Whether the instance `name` belongs to a sandglass process that still exists: its pid names
+/// a process with the start time in the name (`sandglass-PID-START`; an older `sandglass-PID`
+/// by its pid alone). `None`: not a sandglass instance.
+fn instance_alive(name: &str) -> Option<bool> {
+    let rest = name.strip_prefix("sandglass-")?;
+    let (pid, start) = match rest.split_once('-') {
+        Some((p, s)) => (p.parse::<i32>().ok()?, Some(s.parse::<u64>().ok()?)),
+        None => (rest.parse::<i32>().ok()?, None),
+    };
+    Some(match crate::contain::proc_stat(pid) {
+        Some(p) => start.is_none_or(|s| s == p.start),
+        None => false,
+    })
 }
 
 /// Removes instances left by sandglass processes that no longer exist (killed with SIGKILL);
@@ -412,20 +438,96 @@ pub fn remove_stale(mount: &Path) -> Vec<String> {
     };
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name
-            .strip_prefix("sandglass-")
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if pid != std::process::id()
-            && !Path::new(&format!("/proc/{pid}")).exists()
-            && fs::remove_dir(e.path()).is_ok()
-        {
-            removed.push(name);
+        if instance_alive(&name) == Some(false) {
+            // Recording stops first, so that its buffers are freed even if removal fails.
+            let _ = write_file(&e.path().join("tracing_on"), "0");
+            if fs::remove_dir(e.path()).is_ok() {
+                removed.push(name);
+            }
         }
     }
     removed
+}
+
+/// The runtime directory's record that sandglass mounted tracefs: `MOUNT-ID PATH`.
+const MOUNT_RECORD: &str = "tracefs.mounted";
+
+/// The id of the tracefs mount at `path`, from `/proc/self/mountinfo`.
+fn tracefs_mount_id(path: &Path) -> Option<u64> {
+    let info = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    info.lines().find_map(|l| {
+        let (left, right) = l.split_once(" - ")?;
+        let f: Vec<&str> = left.split(' ').collect();
+        (right.split_whitespace().next()? == "tracefs" && Path::new(f.get(4)?) == path)
+            .then(|| f.first()?.parse().ok())?
+    })
+}
+
+/// Records in the runtime directory that this process mounted tracefs at `mount`.
+fn record_mount(mount: &Path) {
+    if let (Ok(rt), Some(id)) = (crate::runtime::dir(), tracefs_mount_id(mount)) {
+        let _ = rt.write(MOUNT_RECORD, &format!("{id} {}\n", mount.display()));
+    }
+}
+
+/// Unmounts tracefs when the runtime directory records that sandglass mounted it, the mount is
+/// still that one, and no living sandglass has an instance in it; returns where it was.
+fn unmount_if_unused() -> Option<PathBuf> {
+    let rt = crate::runtime::dir().ok()?;
+    let text = rt.read(MOUNT_RECORD).ok()??;
+    let (id, path) = text.trim_end().split_once(' ')?;
+    let path = PathBuf::from(path);
+    if tracefs_mount_id(&path) != id.parse().ok() {
+        // Unmounted or mounted anew since, by someone else: not sandglass's any more.
+        rt.remove(MOUNT_RECORD);
+        return None;
+    }
+    let busy = fs::read_dir(path.join("instances"))
+        .map(|d| {
+            d.flatten()
+                .any(|e| instance_alive(&e.file_name().to_string_lossy()) == Some(true))
+        })
+        .unwrap_or(false);
+    if busy {
+        return None;
+    }
+    let done = std::process::Command::new("umount")
+        .arg(&path)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if done {
+        rt.remove(MOUNT_RECORD);
+    }
+    done.then_some(path)
+}
+
+/// What [`clean_up`] found left by sandglass processes that were killed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Cleaned {
+    /// Instances removed (their recording stopped and buffers freed).
+    pub instances: Vec<String>,
+    /// Where tracefs was unmounted, having been mounted by a sandglass that is gone.
+    pub unmounted: Option<PathBuf>,
+}
+
+/// Restores the kernel's tracing after sandglass processes that could not (killed with
+/// SIGKILL): removes their instances from every tracefs mount, and unmounts tracefs when
+/// sandglass mounted it and no living sandglass uses it. Every measuring command calls it as it
+/// starts, traced or not; without the privilege to write tracefs it does nothing.
+pub fn clean_up() -> Cleaned {
+    if sandglass_sys::process::euid() != 0 {
+        return Cleaned::default();
+    }
+    let mounts = tracefs_mounts(&fs::read_to_string("/proc/mounts").unwrap_or_default());
+    let mut instances = Vec::new();
+    for m in &mounts {
+        instances.extend(remove_stale(m));
+    }
+    Cleaned {
+        instances,
+        unmounted: unmount_if_unused(),
+    }
 }
 
 /// A tracefs cpumask (comma-separated 32-bit hex groups, most significant first) of `cpus`.
@@ -478,13 +580,14 @@ impl Session {
     /// Creates this process's instance for `cpus`, configured but not yet recording.
     pub fn create(cpus: &[usize], opts: &TraceOptions) -> Result<Session, TraceError> {
         let (mount, mounted_here) = find_or_mount()?;
+        if mounted_here {
+            record_mount(&mount);
+        }
         remove_stale(&mount);
-        let dir = mount
-            .join("instances")
-            .join(instance_name(std::process::id()));
+        let dir = mount.join("instances").join(own_instance_name());
         if let Err(e) = fs::create_dir(&dir) {
             if mounted_here {
-                let _ = std::process::Command::new("umount").arg(&mount).status();
+                unmount_if_unused();
             }
             let hint = if e.kind() == ErrorKind::PermissionDenied {
                 "run as root (tracefs needs CAP_SYS_ADMIN or write access to it), or drop --trace: the sampler explains delays without privileges"
@@ -499,7 +602,6 @@ impl Session {
         let mut s = Session {
             mount,
             dir,
-            mounted_here,
             cpus: cpus.to_vec(),
             pipes: Vec::new(),
             keep: Keep::Memory(Vec::new()),
@@ -784,10 +886,10 @@ impl Session {
             }
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
-        if ok && self.mounted_here {
-            let _ = std::process::Command::new("umount")
-                .arg(&self.mount)
-                .status();
+        // Whoever mounted tracefs (this run or one killed before it), it is unmounted when
+        // sandglass mounted it and no other sandglass run is recording in it.
+        if ok {
+            unmount_if_unused();
         }
     }
 }
