@@ -72,6 +72,32 @@ def read(path, limit=1 << 16):
         return None
 
 
+def http_seeds():
+    """Requests to the monitor's HTTP endpoint, as scrapers, probes and odd clients send them."""
+    for r in [
+        "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:9474\r\nUser-Agent: Prometheus/2.53.0\r\n"
+        "Accept: application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,"
+        "text/plain;version=0.0.4;q=0.5,*/*;q=0.1\r\nAccept-Encoding: gzip\r\n"
+        "X-Prometheus-Scrape-Timeout-Seconds: 10\r\n\r\n",
+        "GET /metrics HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\nAccept: */*\r\n\r\n",
+        "GET /healthz HTTP/1.1\r\nHost: 10.0.0.5:9474\r\nUser-Agent: kube-probe/1.30\r\nConnection: close\r\n\r\n",
+        "HEAD /metrics HTTP/1.1\r\nhost: x\r\n\r\n",
+        "GET /metrics HTTP/1.0\r\n\r\n",
+        "GET http://127.0.0.1:9474/healthz?probe=1 HTTP/1.1\r\nhost: x\r\n\r\n",
+        "GET /healthz HTTP/1.1\r\nhost: x\r\n\r\nGET /metrics HTTP/1.1\r\nhost: x\r\n\r\n"
+        "HEAD /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
+        "POST /metrics HTTP/1.1\r\nhost: x\r\ncontent-length: 3\r\n\r\nabc",
+        "GET /metrics HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+        "GET /metrics HTTP/1.1\r\nhost: x\r\nexpect: 100-continue\r\ncontent-length: 10\r\n\r\n",
+        "OPTIONS * HTTP/1.1\r\nhost: x\r\n\r\n",
+        "GET /../etc/passwd HTTP/1.1\r\nhost: x\r\n\r\n",
+        "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+        "GET /metrics HTTP/1.1\r\nhost: x\r\nx-pad: " + "a" * 9000 + "\r\n\r\n",
+        "GET /metr",
+    ]:
+        put("http_request", r)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default=os.path.join(REPO, "target", "release", "sandglass"))
@@ -159,6 +185,8 @@ def main():
         data = read(p, 1 << 14)
         if data and not p.endswith(".gz"):
             put("procfs", sel(6, data))
+
+    http_seeds()
 
     # Run directories of short real runs.
     if not os.path.exists(args.bin):

@@ -385,28 +385,42 @@ fn hostile_http_clients_get_errors_and_the_server_stays_up() {
     assert_eq!(status(&get(m.addr, "/../etc/passwd")), 404);
     assert_eq!(status(&get(m.addr, "/healthz")), 200);
     // A slow client: half a request head, then nothing. The server closes it after its head
-    // timeout (2 s), without an answer (hyper sends none for a timed-out head).
+    // deadline (5 s), without an answer (hyper sends none for a timed-out head).
+    let mut slow = TcpStream::connect(m.addr).unwrap();
     let t0 = Instant::now();
-    let slow = http(m.addr, b"GET /metr");
-    assert!(slow.is_empty(), "{slow}");
-    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
-    // 40 idle connections at once: 16 are held, the rest answered 503 at once.
-    let idle: Vec<TcpStream> = (0..40)
+    slow.write_all(b"GET /metr").unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(15)))
+        .unwrap();
+    let mut answer = Vec::new();
+    let closed = slow.read_to_end(&mut answer);
+    let took = t0.elapsed();
+    assert!(closed.is_ok(), "not closed after {took:?}: {closed:?}");
+    assert!(answer.is_empty(), "{answer:?}");
+    assert!(took >= Duration::from_secs(4), "closed after {took:?}");
+    // 300 idle connections, more than the 256 held: none is refused; the oldest are closed
+    // to make room for the newest, and a scrape made then is answered.
+    let mut idle: Vec<TcpStream> = (0..300)
         .map(|_| TcpStream::connect(m.addr).unwrap())
         .collect();
-    std::thread::sleep(Duration::from_millis(300));
+    let scraped = get(m.addr, "/healthz");
+    assert_eq!(status(&scraped), 200, "{scraped}");
+    // Every eviction happened at an accept, before the scrape was answered: a read that
+    // does not wait tells which connections the server closed.
+    let mut closed = Vec::new();
     let mut refused = 0;
-    for mut s in idle.iter() {
-        s.set_read_timeout(Some(Duration::from_millis(200)))
-            .unwrap();
+    for (i, s) in idle.iter_mut().enumerate() {
+        s.set_nonblocking(true).unwrap();
         let mut buf = [0u8; 64];
-        if let Ok(n) = s.read(&mut buf) {
-            if n > 0 && status(&String::from_utf8_lossy(&buf[..n])) == 503 {
-                refused += 1;
-            }
+        match s.read(&mut buf) {
+            Ok(0) => closed.push(i),
+            Ok(n) if status(&String::from_utf8_lossy(&buf[..n])) == 503 => refused += 1,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            _ => closed.push(i),
         }
     }
-    assert_eq!(refused, 40 - 16);
+    assert_eq!(refused, 0);
+    assert!(closed.len() >= 300 + 1 - 256, "{closed:?}");
+    assert!(closed.iter().all(|&i| i < 100), "newest closed: {closed:?}");
     drop(idle);
     std::thread::sleep(Duration::from_millis(200));
     // Still up, and measuring.
@@ -432,6 +446,105 @@ fn hostile_http_clients_get_errors_and_the_server_stays_up() {
         }
     }
     assert!(seen, "no sg-http thread");
+    let (_, code, said) = m.terminate();
+    assert_eq!(code, Some(0), "{said}");
+}
+
+/// Holds `n` connections against `addr` from a thread of its own: the even ones idle after
+/// connecting, the odd ones a slowloris sending a request head one byte every second. Each
+/// one the server closes is opened again at once, as an attacker would. Stops and closes
+/// them all when the returned flag is set.
+fn hold(
+    addr: SocketAddr,
+    n: usize,
+) -> (
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+    std::thread::JoinHandle<usize>,
+) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let done = stop.clone();
+    let head =
+        b"GET /metrics HTTP/1.1\r\nhost: x\r\nx-slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    let open = move || {
+        let s = TcpStream::connect(addr).unwrap();
+        s.set_nonblocking(true).unwrap();
+        s
+    };
+    let thread = std::thread::spawn(move || {
+        let mut held: Vec<(TcpStream, usize)> = (0..n).map(|_| (open(), 0)).collect();
+        let mut reopened = 0;
+        while !done.load(Ordering::Relaxed) {
+            for (i, (s, sent)) in held.iter_mut().enumerate() {
+                let mut buf = [0u8; 256];
+                let gone = match s.read(&mut buf) {
+                    Ok(_) => true,
+                    Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+                } || (i % 2 == 1 && s.write(&head[*sent % head.len()..][..1]).is_err());
+                if gone {
+                    *s = open();
+                    *sent = 0;
+                    reopened += 1;
+                } else if i % 2 == 1 {
+                    *sent += 1;
+                }
+            }
+            for _ in 0..10 {
+                if done.load(Ordering::Relaxed) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        reopened
+    });
+    (stop, thread)
+}
+
+/// Issue 31's denial of service: 200 connections held open (half idle, half a slowloris)
+/// made every `/healthz` probe fail when the server refused connections beyond 16. Now every
+/// scrape of `/metrics` and `/healthz`, each on a fresh connection, is answered 200 within
+/// 1 s while they are held.
+#[test]
+fn scrapes_are_answered_while_200_idle_and_slowloris_connections_are_held() {
+    let _machine = lock();
+    let runs = tempfile::tempdir().unwrap();
+    let m = Monitor::start(runs.path(), &["-c", "1", "--segment", "1h"]);
+    let (stop, holder) = hold(m.addr, 200);
+    // Let the held connections settle in before the first scrape.
+    std::thread::sleep(Duration::from_secs(1));
+    let mut slowest = Duration::ZERO;
+    for i in 0..20 {
+        let path = if i % 2 == 0 { "/metrics" } else { "/healthz" };
+        let t0 = Instant::now();
+        let mut s = TcpStream::connect(m.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+        s.write_all(
+            format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").as_bytes(),
+        )
+        .unwrap();
+        let mut out = Vec::new();
+        let read = s.read_to_end(&mut out);
+        let took = t0.elapsed();
+        let answer = String::from_utf8_lossy(&out);
+        assert!(
+            read.is_ok(),
+            "scrape {i} of {path}: {read:?} after {took:?}: {answer}"
+        );
+        assert_eq!(status(&answer), 200, "scrape {i} of {path}: {answer}");
+        assert!(
+            took < Duration::from_secs(1),
+            "scrape {i} of {path} took {took:?}"
+        );
+        slowest = slowest.max(took);
+        // Spread over 7 s, across the moment the server cuts the slowloris connections.
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let reopened = holder.join().unwrap();
+    // The slowloris connections were cut at their head deadline and opened again.
+    assert!(reopened >= 100, "{reopened} connections reopened");
+    println!("20 scrapes answered while 200 connections were held, the slowest in {slowest:?}; {reopened} held connections cut and reopened");
     let (_, code, said) = m.terminate();
     assert_eq!(code, Some(0), "{said}");
 }

@@ -98,6 +98,11 @@ pub const TARGETS: &[Target] = &[
         what: "/proc/interrupts, /proc/softirqs, /proc/stat, schedstat, cpuinfo and kernel config text",
         run: procfs,
     },
+    Target {
+        name: "http_request",
+        what: "the bytes a client sends to the monitor's HTTP endpoint (/metrics, /healthz)",
+        run: http_request,
+    },
 ];
 
 /// The target called `name`.
@@ -704,6 +709,56 @@ pub fn procfs(data: &[u8]) {
             let _ = sandglass::system::parse_cmdline_preempt(&s);
         }
     }
+}
+
+/// What `/metrics` serves to [`http_request`]: a fixed exposition.
+struct FixedMetrics;
+
+impl sandglass_http::Exposition for FixedMetrics {
+    fn encode(&self, format: sandglass_http::Format) -> Option<String> {
+        Some(match format {
+            sandglass_http::Format::OpenMetrics => "# TYPE up gauge\nup 1\n# EOF\n".into(),
+            sandglass_http::Format::PrometheusText => "# TYPE up gauge\nup 1\n".into(),
+        })
+    }
+}
+
+/// One connection of the monitor's HTTP endpoint whose client sends `data` and then shuts its
+/// side, served over memory with the endpoint's own limits (a 2 s lifetime, to catch a hang):
+/// the server must close the connection, and everything it wrote must be answers, each with
+/// a status the endpoint gives, at most `max_requests` of them.
+pub fn http_request(data: &[u8]) {
+    let limits = sandglass_http::Limits {
+        lifetime: std::time::Duration::from_secs(2),
+        ..sandglass_http::Limits::DEFAULT
+    };
+    let Some(out) = sandglass_http::respond(data, std::sync::Arc::new(FixedMetrics), limits) else {
+        panic!("the server did not close the connection within its lifetime");
+    };
+    assert!(
+        out.is_empty() || out.starts_with(b"HTTP/1."),
+        "the server wrote something else than an answer: {:?}",
+        text(&out[..out.len().min(200)])
+    );
+    let mut answers = 0u64;
+    let mut at = 0;
+    while let Some(i) = out[at..].windows(9).position(|w| w.starts_with(b"HTTP/1.")) {
+        let line = &out[at + i..];
+        let status = line.get(9..12).map(text);
+        assert!(
+            matches!(
+                status.as_deref(),
+                Some("200" | "400" | "404" | "405" | "413" | "414" | "431" | "505")
+            ),
+            "an answer with status {status:?}"
+        );
+        answers += 1;
+        at += i + 9;
+    }
+    assert!(
+        answers <= limits.max_requests,
+        "{answers} answers on one connection"
+    );
 }
 
 #[cfg(test)]

@@ -316,4 +316,5 @@ targets!(
     parquet_table,
     tracefs,
     procfs,
+    http_request,
 );

@@ -52,6 +52,20 @@ impl Exposition {
     }
 }
 
+/// What the HTTP endpoint serves at `/metrics`: the exposition, encoded at each scrape in
+/// the format the scraper asked for.
+pub struct Endpoint(pub Arc<Exposition>);
+
+impl sandglass_http::Exposition for Endpoint {
+    fn encode(&self, format: sandglass_http::Format) -> Option<String> {
+        let text = self.0.encode().ok()?;
+        Some(match format {
+            sandglass_http::Format::OpenMetrics => text,
+            sandglass_http::Format::PrometheusText => prometheus_text(&text),
+        })
+    }
+}
+
 /// The Prometheus text format (version 0.0.4) of an OpenMetrics exposition, for clients that
 /// do not ask for OpenMetrics (curl, promtool, older scrapers): a counter's family is named
 /// with its `_total` suffix, as its samples are, and there is no `# EOF`. Everything else is

@@ -1,7 +1,6 @@
 //! `sandglass monitor`: timer wakeup latency without end, in catalogued segments, with a duty
 //! cycle, retention, and a Prometheus endpoint (see [`sandglass::monitor`]).
 
-mod http;
 mod metrics;
 mod top;
 
@@ -296,7 +295,14 @@ pub fn monitor(a: &MonitorArgs, top: bool) -> Result<u8, Failure> {
         .collect();
     let server = match listen {
         Some(addr) => Some(
-            http::Server::start(addr, metrics::Exposition::new(live.clone()), &spare)
+            sandglass_http::Server::start(
+                addr,
+                Arc::new(metrics::Endpoint(Arc::new(metrics::Exposition::new(
+                    live.clone(),
+                )))),
+                &spare,
+                sandglass_http::Limits::DEFAULT,
+            )
                 .map_err(|e| {
                     let hint = match e.kind() {
                         std::io::ErrorKind::AddrInUse => {
