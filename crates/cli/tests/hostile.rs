@@ -8,7 +8,7 @@ mod common;
 
 use common::{is_root, lock, skip};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
@@ -85,18 +85,13 @@ fn root_run(place: &Path, rt: &Path, args: &[&str]) -> (Option<i32>, String) {
     )
 }
 
-fn mode(p: &Path) -> u32 {
-    p.symlink_metadata().expect("stat").mode() & 0o7777
-}
-
-/// Issue reproduction 1: a link planted as a CPU's lock file never makes root write through it,
-/// and a runtime directory others can write is refused, not used or repaired.
-#[test]
-fn a_link_planted_as_a_lock_file_is_never_followed() {
+/// The machine's lock, a place, and a runtime directory in it made by a root run on CPU 1;
+/// `None` (after saying why) where root and nobody cannot both be played.
+fn root_made_runtime_dir() -> Option<(std::sync::MutexGuard<'static, ()>, Place, PathBuf)> {
     if !can_play() {
-        return;
+        return None;
     }
-    let _g = lock();
+    let guard = lock();
     let place = Place::new();
     let rt = place.path().join("rt");
     let (code, err) = root_run(
@@ -105,6 +100,20 @@ fn a_link_planted_as_a_lock_file_is_never_followed() {
         &["timer", "-c", "1", "-d", "200ms", "-q"],
     );
     assert_eq!(code, Some(0), "{err}");
+    Some((guard, place, rt))
+}
+
+fn mode(p: &Path) -> u32 {
+    p.symlink_metadata().expect("stat").mode() & 0o7777
+}
+
+/// Issue reproduction 1: a link planted as a CPU's lock file never makes root write through it,
+/// and a runtime directory others can write is refused, not used or repaired.
+#[test]
+fn a_link_planted_as_a_lock_file_is_never_followed() {
+    let Some((_g, place, rt)) = root_made_runtime_dir() else {
+        return;
+    };
     assert_eq!(mode(&rt), 0o755, "root's runtime directory");
     assert_eq!(mode(&rt.join("cpu1.lock")), 0o600, "root's lock file");
     let victim = place.path().join("victim");
@@ -165,18 +174,9 @@ fn a_link_planted_as_a_lock_file_is_never_followed() {
 /// one in the first place.
 #[test]
 fn a_planted_load_record_signals_nothing() {
-    if !can_play() {
+    let Some((_g, place, rt)) = root_made_runtime_dir() else {
         return;
-    }
-    let _g = lock();
-    let place = Place::new();
-    let rt = place.path().join("rt");
-    let (code, err) = root_run(
-        place.path(),
-        &rt,
-        &["timer", "-c", "1", "-d", "200ms", "-q"],
-    );
-    assert_eq!(code, Some(0), "{err}");
+    };
     let loads = rt.join("loads");
     std::fs::create_dir(&loads).expect("mkdir");
     std::fs::set_permissions(&loads, std::fs::Permissions::from_mode(0o755)).expect("chmod");
@@ -248,22 +248,13 @@ fn a_planted_load_record_signals_nothing() {
 /// that CPU go on; and the text of a refusal is never what another user wrote.
 #[test]
 fn nobody_cannot_block_a_root_run() {
-    if !can_play() {
-        return;
-    }
     if Command::new("flock").arg("--version").output().is_err() {
         skip("flock (util-linux) is missing");
         return;
     }
-    let _g = lock();
-    let place = Place::new();
-    let rt = place.path().join("rt");
-    let (code, err) = root_run(
-        place.path(),
-        &rt,
-        &["timer", "-c", "1", "-d", "200ms", "-q"],
-    );
-    assert_eq!(code, Some(0), "{err}");
+    let Some((_g, place, rt)) = root_made_runtime_dir() else {
+        return;
+    };
     let held = as_nobody(&[
         "flock",
         "-n",
