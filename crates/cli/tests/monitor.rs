@@ -238,10 +238,15 @@ fn a_duty_cycle_measures_only_its_windows() {
     assert_eq!(at.len(), 1_500);
     for (w, window) in at.chunks(500).enumerate() {
         let start = w as i64 * 1_000_000_000;
+        // Windows are laid out in counter ticks and the releases stored in nanoseconds through
+        // the calibration the run ends with, which may differ from the one it started with by
+        // some parts per million on a busy virtual machine: 100 ppm of slack (a release 80 ns
+        // before the second window's start was seen).
+        let slack = start / 10_000;
         assert!(
             window
                 .iter()
-                .all(|&t| t >= start && t < start + 500_000_000),
+                .all(|&t| t >= start - slack && t < start + 500_000_000 + slack),
             "window {w}: {:?}..{:?}",
             window.first(),
             window.last()
