@@ -273,3 +273,31 @@ fn a_closed_pipe_ends_every_output_quietly_without_a_panic() {
         assert_eq!(code, Some(0), "{args:?}: {err}");
     }
 }
+
+/// A name from the system printed in a report (here the run directory's path, chosen with an
+/// escape sequence in it) is shown escaped: nothing raw reaches the terminal.
+#[test]
+fn a_path_with_an_escape_sequence_is_printed_escaped() {
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run\u{1b}[31m\u{202e}");
+    let out = sandglass()
+        .env("SANDGLASS_RUNTIME_DIR", common::runtime_for(tmp.path()))
+        .args(["timer", "-c", "0", "-d", "300ms", "-o"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    );
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{stderr}");
+    assert!(dir.join("manifest.json").is_file(), "{stderr}");
+    assert!(stdout.contains("run\\u{1b}[31m\\u{202e}"), "{stdout:?}");
+    for text in [&stdout, &stderr] {
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\u{202e}'),
+            "{text:?}"
+        );
+    }
+}
