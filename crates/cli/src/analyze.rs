@@ -345,8 +345,7 @@ fn emit<T: serde::Serialize>(
             result: value,
         })?;
     } else {
-        let stdout = io::stdout();
-        let mut out = io::BufWriter::new(stdout.lock());
+        let mut out = crate::common::text_stdout();
         text(&mut out)
             .and_then(|_| out.flush())
             .context("writing the output")?;

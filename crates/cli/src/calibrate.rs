@@ -101,7 +101,7 @@ pub fn calibrate(a: &CalibrateArgs) -> Result<u8, Failure> {
                 .collect(),
             gap_threshold: survey.threshold.clone(),
         };
-        serde_json::to_writer_pretty(&mut out, &v).map_err(|e| Failure::runtime(e.to_string()))?;
+        serde_json::to_writer_pretty(&mut out, &v).map_err(crate::common::json_output)?;
         writeln!(out).context("writing the output")?;
     } else {
         writeln!(

@@ -37,12 +37,22 @@ pub fn print_text(write: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Resul
     if quiet() {
         return Ok(());
     }
-    let stdout = io::stdout();
-    let mut out = io::BufWriter::new(stdout.lock());
+    let mut out = text_stdout();
     write(&mut out)
         .and_then(|_| out.flush())
         .context("writing the output")?;
     Ok(())
+}
+
+/// Standard output for text (summaries, tables, Markdown, lists), buffered, with every control
+/// or bidirectional-override character escaped but newlines and tabs: the text may hold names
+/// from files and from the system (task, study and thread names, paths), and must show them
+/// as they are, not let them drive the terminal. JSON goes out as it is (its own escaping).
+pub fn text_stdout() -> io::BufWriter<sandglass::printable::EscapingWriter<io::StdoutLock<'static>>>
+{
+    io::BufWriter::new(sandglass::printable::EscapingWriter::new(
+        io::stdout().lock(),
+    ))
 }
 
 /// An error with the exit code it deserves.
@@ -137,7 +147,7 @@ impl Console {
         self.clear();
         let mut text = String::new();
         for l in lines {
-            text.push_str(l);
+            text.push_str(&sandglass::printable::escape(l));
             text.push('\n');
         }
         eprint!("{text}");
@@ -306,12 +316,27 @@ pub fn pm_qos_arg(value: &str) -> Result<Option<u32>, Failure> {
         .map_err(|e| Failure::usage(format!("--cpu-dma-latency {value}: {e}")))
 }
 
+/// The failure of writing JSON to the output: none (a quiet end, exit 0) when the reader went
+/// away, as for any output.
+pub fn json_output(e: serde_json::Error) -> Failure {
+    match e.io_error_kind() {
+        Some(kind) => output_error(io::Error::from(kind)),
+        None => Failure::runtime(e.to_string()),
+    }
+}
+
+/// The failure of writing to the output: none (a quiet end, exit 0) when the reader went away
+/// (a closed pipe, as `| head -1` closes it), else an error naming the output.
+pub fn output_error(e: io::Error) -> Failure {
+    Failure::from(anyhow::Error::new(e).context("writing the output"))
+}
+
 /// Prints `value` as pretty JSON on standard output.
 pub fn print_json<T: serde::Serialize>(value: &T) -> Result<(), Failure> {
     use anyhow::Context;
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
-    serde_json::to_writer_pretty(&mut out, value).map_err(|e| Failure::runtime(e.to_string()))?;
+    serde_json::to_writer_pretty(&mut out, value).map_err(json_output)?;
     writeln!(out)
         .and_then(|_| out.flush())
         .context("writing the output")?;

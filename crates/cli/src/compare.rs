@@ -103,10 +103,13 @@ pub fn compare(a: &CompareArgs) -> Result<u8, Failure> {
     if a.json {
         print_json(&report)?;
     } else {
-        let mut out = io::stdout().lock();
+        let mut out = crate::common::text_stdout();
         sandglass_report::compare::write(&mut out, &report)
             .and_then(|_| out.flush())
-            .map_err(|e| error(format!("writing the output: {e}")))?;
+            .map_err(|e| match e.kind() {
+                io::ErrorKind::BrokenPipe => crate::common::output_error(e),
+                _ => error(format!("writing the output: {e}")),
+            })?;
     }
     Ok(report.exit_code)
 }

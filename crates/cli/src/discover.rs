@@ -51,9 +51,14 @@ pub fn man(mut top: Command, path: &[String]) -> Result<u8, Failure> {
 
 /// Prints the completion script for `shell`.
 pub fn completions(mut top: Command, shell: clap_complete::Shell) -> Result<u8, Failure> {
+    // clap_complete panics when its output cannot be written (a closed pipe): the script is
+    // generated in memory and written here, where a closed pipe is a quiet end.
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut top, "sandglass", &mut script);
     let stdout = io::stdout();
-    let mut out = io::BufWriter::new(stdout.lock());
-    clap_complete::generate(shell, &mut top, "sandglass", &mut out);
-    out.flush().context("writing the completions")?;
+    let mut out = stdout.lock();
+    out.write_all(&script)
+        .and_then(|_| out.flush())
+        .context("writing the completions")?;
     Ok(0)
 }

@@ -51,8 +51,7 @@ pub fn hourglass(args: &[String]) -> Result<u8, Failure> {
     if crate::common::quiet() {
         return crate::common::run_outcome(&result.run);
     }
-    let stdout = io::stdout();
-    let mut out = io::BufWriter::new(stdout.lock());
+    let mut out = crate::common::text_stdout();
     let written =
         sandglass::store::RunReader::open_any_state(std::path::Path::new(&result.run.run_dir))
             .map_err(|e| io::Error::other(e.to_string()))

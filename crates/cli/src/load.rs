@@ -102,11 +102,11 @@ fn plan(a: &LoadArgs) -> Result<Plan, Failure> {
 
 pub fn load(a: &LoadArgs) -> Result<u8, Failure> {
     let p = plan(a)?;
-    let terminate = [signal::SIGINT, signal::SIGTERM];
+    let terminate = signal::TERMINATING;
     // Blocked before any load thread exists, so that every thread inherits the mask and the
     // signals reach only this thread's wait below.
     signal::block(&terminate)
-        .map_err(|e| Failure::runtime(format!("cannot block SIGINT and SIGTERM: {e}")))?;
+        .map_err(|e| Failure::runtime(format!("cannot block SIGINT, SIGTERM and SIGHUP: {e}")))?;
     let outcome = run_blocked(&p);
     let _ = signal::unblock(&terminate);
     let (state, end_detail, elapsed, reports) = outcome?;
@@ -140,7 +140,7 @@ pub fn load(a: &LoadArgs) -> Result<u8, Failure> {
 
 /// Starts the loads, waits for the end or a signal, stops them.
 fn run_blocked(p: &Plan) -> Result<(RunState, String, Nanos, Vec<LoadReport>), Failure> {
-    let terminate = [signal::SIGINT, signal::SIGTERM];
+    let terminate = signal::TERMINATING;
     crate::common::end_leftover_loads();
     let running = load::start(&p.specs, &p.options).map_err(|e| {
         if e.is_usage() {
@@ -167,7 +167,7 @@ fn run_blocked(p: &Plan) -> Result<(RunState, String, Nanos, Vec<LoadReport>), F
         }
         if let Some(sig) = signal::wait_timeout(&terminate, (total - elapsed).min(1_000_000_000)) {
             state = RunState::Interrupted;
-            end_detail = format!("stopped by {} after {}", signal_name(sig), Nanos(elapsed));
+            end_detail = format!("stopped by {} after {}", signal::name(sig), Nanos(elapsed));
             break;
         }
     }
@@ -177,18 +177,10 @@ fn run_blocked(p: &Plan) -> Result<(RunState, String, Nanos, Vec<LoadReport>), F
     while let Some(sig) = signal::wait_timeout(&terminate, 0) {
         if state == RunState::Completed {
             state = RunState::Interrupted;
-            end_detail = format!("stopped by {} at the end of the run", signal_name(sig));
+            end_detail = format!("stopped by {} at the end of the run", signal::name(sig));
         }
     }
     Ok((state, end_detail, elapsed, reports))
-}
-
-fn signal_name(sig: i32) -> &'static str {
-    if sig == signal::SIGINT {
-        "SIGINT"
-    } else {
-        "SIGTERM"
-    }
 }
 
 fn write_table(

@@ -2,6 +2,48 @@
 //! exit codes (0 success, 1 failure while running, 2 bad input or a command that cannot run as
 //! given).
 
+/// Standard output and standard error printed without ever panicking, and lines printed
+/// safely. The standard library's `println!` and `eprintln!` panic when the stream cannot be
+/// written: a pipe whose reader has gone (`sandglass runs list | head -1`), a terminal that
+/// hung up. These replace them in every module of the command (a `macro_rules!` defined before
+/// the modules shadows the prelude's): the line is lost, the run and its files are not. A line
+/// is printed with its control and bidirectional-override characters escaped (it may name a
+/// file, a task or a thread; see `sandglass::printable`); `print!` and `eprint!` write as given
+/// (the live display's cursor moves). Output whose loss matters (a report, JSON) is written
+/// with `write!` and its error handled, a closed pipe as a quiet end.
+macro_rules! println {
+    () => {
+        println!("")
+    };
+    ($($arg:tt)+) => {{
+        use std::io::Write as _;
+        let line = format!($($arg)+);
+        let _ = writeln!(std::io::stdout(), "{}", sandglass::printable::PrintableText(&line));
+    }};
+}
+macro_rules! print {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout(), $($arg)*);
+    }};
+}
+macro_rules! eprintln {
+    () => {
+        eprintln!("")
+    };
+    ($($arg:tt)+) => {{
+        use std::io::Write as _;
+        let line = format!($($arg)+);
+        let _ = writeln!(std::io::stderr(), "{}", sandglass::printable::PrintableText(&line));
+    }};
+}
+macro_rules! eprint {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod analyze;
 mod bench;
 mod calibrate;
@@ -201,12 +243,14 @@ fn main() -> ExitCode {
         Command::Man { command } => discover::man(Cli::command(), command),
         Command::Completions { shell } => discover::completions(Cli::command(), *shell),
     };
-    // SIGTERM and Ctrl-C are how a monitor ends: its exit code says only whether it failed.
+    // SIGTERM, SIGHUP and Ctrl-C are how a monitor ends: its exit code says only whether it
+    // failed.
     let ends_on_signal = matches!(cli.command, Command::Monitor(_) | Command::Top(_));
     match result {
         Ok(0) if ends_on_signal => ExitCode::SUCCESS,
-        // A run that SIGINT or SIGTERM ended early has printed and kept what it measured, and
-        // says it was cut short as a shell would: 130 after Ctrl-C, 143 after SIGTERM.
+        // A run that SIGINT, SIGTERM or SIGHUP ended early has printed and kept what it
+        // measured, and says it was cut short as a shell would: 130 after Ctrl-C, 143 after
+        // SIGTERM, 129 after a hang-up.
         Ok(0) => match sandglass_sys::signal::termination() {
             Some(sig) => ExitCode::from(u8::try_from(128 + sig).unwrap_or(1)),
             None => ExitCode::SUCCESS,
@@ -214,6 +258,7 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(f) => {
             if !f.message.is_empty() {
+                // A message may quote a name from a file (a task, a path): `eprintln!` escapes it.
                 eprintln!("sandglass: error: {}", f.message);
             }
             ExitCode::from(f.code)

@@ -101,8 +101,7 @@ fn report_study(a: &ReportArgs, dir: &Path) -> Result<u8, Failure> {
         let page = html::study::page(&outcome).map_err(|e| Failure::usage(e.to_string()))?;
         return write_page(file, &page).map(|_| 0);
     }
-    let stdout = io::stdout();
-    let mut out = io::BufWriter::new(stdout.lock());
+    let mut out = crate::common::text_stdout();
     let written = if a.markdown {
         sandglass_report::markdown::study(&mut out, &outcome)
     } else {
@@ -110,7 +109,7 @@ fn report_study(a: &ReportArgs, dir: &Path) -> Result<u8, Failure> {
     };
     written
         .and_then(|_| out.flush())
-        .map_err(|e| Failure::runtime(format!("writing the output: {e}")))?;
+        .map_err(crate::common::output_error)?;
     Ok(0)
 }
 
@@ -179,8 +178,7 @@ pub fn report(a: &ReportArgs) -> Result<u8, Failure> {
     let r = RunReader::open(&path).map_err(|e| Failure::usage(e.to_string()))?;
     // Every file of the run, not only the summary, must be as the run wrote it.
     r.verify().map_err(|e| Failure::usage(e.to_string()))?;
-    let stdout = io::stdout();
-    let mut out = io::BufWriter::new(stdout.lock());
+    let mut out = crate::common::text_stdout();
     let kind = r.manifest.kind.as_str();
     if a.markdown && !matches!(kind, "timer" | "noise" | "hourglass") {
         return Err(Failure::usage(format!(
@@ -220,6 +218,6 @@ pub fn report(a: &ReportArgs) -> Result<u8, Failure> {
     });
     written
         .and_then(|_| out.flush())
-        .map_err(|e| Failure::runtime(format!("writing the output: {e}")))?;
+        .map_err(crate::common::output_error)?;
     Ok(0)
 }

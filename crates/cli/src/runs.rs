@@ -8,7 +8,7 @@ use clap::{Args, Subcommand};
 use sandglass::catalog::{self, Catalog, CatalogError, Entry, Filter};
 use sandglass::store::{self, RunReader};
 use serde_json::Value;
-use std::io::{self, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -155,8 +155,7 @@ fn no_base_error(id: &str) -> Failure {
 }
 
 fn write_out(text: &str) -> Result<(), Failure> {
-    let stdout = io::stdout();
-    let mut out = stdout.lock();
+    let mut out = crate::common::text_stdout();
     out.write_all(text.as_bytes())
         .and_then(|_| out.flush())
         .context("writing the output")?;

@@ -189,9 +189,11 @@ pub fn study(a: &StudyArgs) -> Result<u8, Failure> {
         return Ok(0);
     }
     let scale = a.duration_scale.as_deref().map(scale_arg).transpose()?;
-    // SIGINT and SIGTERM stay blocked until the study is printed and catalogued: a second
-    // signal (SIGTERM after Ctrl-C) must not end the process before then.
-    let _signals = sandglass::runner::SignalHold::block()?;
+    // SIGINT, SIGTERM and SIGHUP stay blocked from the start of the study until it is printed
+    // and catalogued: a second signal (SIGTERM after Ctrl-C) must not end the process before
+    // then. They are not blocked while the study file or its state is read, so that a read
+    // that blocks (a FIFO) can still be interrupted.
+    let _signals;
     let mut ctx = context();
     ctx.shared_cpus = Some(a.shared_cpus);
     let mut console = StudyConsole {
@@ -219,6 +221,7 @@ pub fn study(a: &StudyArgs) -> Result<u8, Failure> {
                 )));
             }
         }
+        _signals = sandglass::runner::SignalHold::block()?;
         run::resume(&dir, scale, &ctx, &mut console)?
     } else {
         let name = a.study.as_deref().ok_or_else(|| {
@@ -236,6 +239,7 @@ pub fn study(a: &StudyArgs) -> Result<u8, Failure> {
             duration_scale: scale,
             output: a.output.clone(),
         };
+        _signals = sandglass::runner::SignalHold::block()?;
         run::run(&s, &options, &ctx, &mut console)?
     };
     console.console.clear();
@@ -259,8 +263,7 @@ fn dry_run(s: &study::Study, scale: f64) -> Result<u8, Failure> {
     }
     let list = cells(&s.file);
     let total: u64 = list.iter().map(|c| run::planned(s, c, scale).0).sum();
-    let stdout = io::stdout();
-    let mut out = io::BufWriter::new(stdout.lock());
+    let mut out = crate::common::text_stdout();
     writeln!(
         out,
         "study {} ({}): {} cells, about {} at scale {scale}",

@@ -3,7 +3,7 @@
 use crate::common::{print_json, Failure};
 use anyhow::Context;
 use sandglass::result::Versioned;
-use std::io::{self, Write};
+use std::io::Write;
 
 /// The version of `sandglass sysinfo --json`.
 pub const JSON_SCHEMA: &str = "sandglass-sysinfo/1";
@@ -17,8 +17,7 @@ pub fn sysinfo(json: bool) -> Result<u8, Failure> {
         })?;
         return Ok(0);
     }
-    let stdout = io::stdout();
-    let mut out = io::BufWriter::new(stdout.lock());
+    let mut out = crate::common::text_stdout();
     let v = serde_json::to_value(&s).map_err(|e| Failure::runtime(e.to_string()))?;
     if let serde_json::Value::Object(m) = v {
         for (k, v) in m {

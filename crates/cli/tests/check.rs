@@ -66,6 +66,35 @@ fn bad_workloads_and_flags_are_usage_errors() {
     assert_eq!(dirs, 0);
 }
 
+/// Regression: `check control:1ms:2ms` (a deadline beyond the period, which docs/check.md
+/// allows: `control:PERIOD[:DEADLINE]`) exited 101. It is measured and judged like any other
+/// control loop: its slack is the 2 ms deadline, and it ends with a verdict, no panic.
+#[test]
+fn a_deadline_beyond_the_period_is_checked_without_a_panic() {
+    let _g = lock();
+    let runs = tempfile::tempdir().unwrap();
+    for json in [false, true] {
+        let mut args = vec!["check", "control:1ms:2ms", "-d", "2s", "-c", "1"];
+        if json {
+            args.push("--json");
+        }
+        let out = run_in(runs.path(), &args);
+        assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
+        assert!(
+            matches!(out.code, Some(0 | 1)),
+            "{:?}: {}",
+            out.code,
+            out.stderr
+        );
+        if json {
+            let v: Value = serde_json::from_str(&out.stdout).unwrap();
+            assert_eq!(v["workload"]["deadline_ns"], 2_000_000, "{v}");
+        } else {
+            assert!(out.stdout.contains("done within 2 ms"), "{}", out.stdout);
+        }
+    }
+}
+
 #[test]
 fn an_audio_check_gives_its_verdict_predictions_and_findings() {
     if !is_root() {

@@ -179,3 +179,125 @@ fn rtc_falls_back_to_hr_and_the_run_records_it() {
     let threads = manifest["config"]["threads"].as_array().expect("threads");
     assert_eq!(threads[0]["timer"], "HR", "{}", threads[0]);
 }
+
+/// Runs `sandglass ARGS` with its standard output a pipe whose reader is already closed, so
+/// that its first write fails with EPIPE; returns the exit code and standard error. Ended
+/// after 60 s if it hangs.
+fn into_a_closed_pipe(runs: &Path, args: &[&str]) -> (Option<i32>, String) {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("sandglass"))
+        .args(args)
+        .env("SANDGLASS_RUNS_DIR", runs)
+        .env("SANDGLASS_RUNTIME_DIR", common::runtime_for(runs))
+        .stdin(std::process::Stdio::null())
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > end {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{args:?} did not end within 60 s with its output closed");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Regression: `sandglass completions zsh | head -1` panicked (exit 101, a broken pipe inside
+/// clap_complete). Every command that prints ends quietly with exit 0 when its reader has gone,
+/// and one that measured keeps its run.
+#[test]
+fn a_closed_pipe_ends_every_output_quietly_without_a_panic() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    let run = tmp.path().join("run");
+    let tasks = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/hourglass-5.5.toml");
+    let tasks = tasks.to_str().unwrap();
+    let measured = {
+        let _g = lock();
+        let args = [
+            "timer",
+            "-c",
+            "0",
+            "-d",
+            "300ms",
+            "-o",
+            run.to_str().unwrap(),
+        ];
+        let (code, err) = into_a_closed_pipe(&runs, &args);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(matches!(code, Some(0 | 1)), "{args:?}: {code:?} {err}");
+        let m: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(run.join("manifest.json")).unwrap()).unwrap();
+        m["state"].as_str().unwrap().to_string()
+    };
+    assert!(measured != "running", "{measured}");
+    let run = run.to_str().unwrap();
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["completions", "zsh"],
+        vec!["completions", "bash"],
+        vec!["man"],
+        vec!["man", "timer"],
+        vec!["schema", "timer"],
+        vec!["help"],
+        vec!["--help"],
+        vec!["timer", "--help"],
+        vec!["--version"],
+        vec!["sysinfo"],
+        vec!["sysinfo", "--json"],
+        vec!["runs", "list"],
+        vec!["runs", "list", "--json"],
+        vec!["report", run],
+        vec!["report", run, "--markdown"],
+        vec!["report", "--merge", run, run],
+        vec!["report", "--merge", run, run, "--json"],
+        vec!["compare", run, run],
+        vec!["compare", run, run, "--json"],
+        vec!["analyze", "rta", tasks],
+        vec!["analyze", "rta", tasks, "--json"],
+        vec!["study", "--list"],
+        vec!["study", "quick", "--dry-run"],
+        vec!["study", "--print", "quick"],
+    ];
+    for args in cases {
+        let (code, err) = into_a_closed_pipe(&runs, &args);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(code, Some(0), "{args:?}: {err}");
+    }
+}
+
+/// A name from the system printed in a report (here the run directory's path, chosen with an
+/// escape sequence in it) is shown escaped: nothing raw reaches the terminal.
+#[test]
+fn a_path_with_an_escape_sequence_is_printed_escaped() {
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run\u{1b}[31m\u{202e}");
+    let out = sandglass()
+        .env("SANDGLASS_RUNTIME_DIR", common::runtime_for(tmp.path()))
+        .args(["timer", "-c", "0", "-d", "300ms", "-o"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    );
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{stderr}");
+    assert!(dir.join("manifest.json").is_file(), "{stderr}");
+    assert!(stdout.contains("run\\u{1b}[31m\\u{202e}"), "{stdout:?}");
+    for text in [&stdout, &stderr] {
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\u{202e}'),
+            "{text:?}"
+        );
+    }
+}

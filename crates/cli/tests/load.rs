@@ -226,10 +226,11 @@ fn spawn_load(profile: &str) -> std::process::Child {
 }
 
 #[test]
-fn sigint_and_sigterm_end_the_run_early_with_a_report() {
+fn sigint_sigterm_and_sighup_end_the_run_early_with_a_report() {
     for (signo, name) in [
         (sandglass_sys::signal::SIGINT, "SIGINT"),
         (sandglass_sys::signal::SIGTERM, "SIGTERM"),
+        (sandglass_sys::signal::SIGHUP, "SIGHUP"),
     ] {
         let child = spawn_load("cpu+cmd:sleep 100");
         let pid = child.id();

@@ -780,9 +780,129 @@ fn top_without_a_terminal_is_a_usage_error() {
     assert!(out.stderr.contains("needs a terminal"), "{}", out.stderr);
 }
 
+/// Waits up to `bound` for `child` to end, reading (and returning) what it writes to the
+/// terminal meanwhile, so that its output never blocks; kills it and fails past the bound.
+fn wait_reading(
+    master: Option<&mut std::fs::File>,
+    child: &mut Child,
+    bound: Duration,
+    what: &str,
+) -> (std::process::ExitStatus, String) {
+    use std::os::fd::AsRawFd;
+    let mut text = String::new();
+    let mut buf = [0u8; 65536];
+    let end = Instant::now() + bound;
+    let mut master = master;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return (status, text);
+        }
+        if Instant::now() > end {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("top did not end within {bound:?} {what}: {text}");
+        }
+        match master.as_deref_mut() {
+            Some(m) => {
+                let mut p = libc::pollfd {
+                    fd: m.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd.
+                if unsafe { libc::poll(&mut p, 1, 20) } > 0 {
+                    match m.read(&mut buf) {
+                        Ok(n) if n > 0 => text.push_str(&String::from_utf8_lossy(&buf[..n])),
+                        _ => master = None,
+                    }
+                }
+            }
+            None => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+/// Regression: `top` started without a usable terminal kept measuring, deaf to SIGTERM. With
+/// its input not a terminal (its output one) it refuses at once, measuring nothing.
+#[test]
+fn top_with_its_input_not_a_terminal_refuses_at_once() {
+    let runs = tempfile::tempdir().unwrap();
+    // A terminal for the output only.
+    let (mut master, mut child) =
+        in_a_terminal_with_stdin(runs.path(), &["top", "-c", "1"], Stdio::null());
+    let (status, text) = wait_reading(
+        Some(&mut master),
+        &mut child,
+        Duration::from_secs(10),
+        "with its input /dev/null",
+    );
+    assert_eq!(status.code(), Some(2), "{text}");
+    assert!(text.contains("needs a terminal"), "{text}");
+    let listed = runs_json(runs.path());
+    assert!(listed["runs"].as_array().unwrap().is_empty(), "{listed}");
+}
+
+/// `top` in a pseudo-terminal ends, with exit 0 and its segment kept and catalogued, on
+/// SIGTERM, on SIGHUP, and when its terminal goes away (the master side closed: a terminal
+/// window closed); each within a few seconds, the test failing rather than hanging if not.
+#[test]
+fn top_ends_on_sigterm_on_sighup_and_when_its_terminal_goes_away() {
+    let _machine = lock();
+    for end in ["SIGTERM", "SIGHUP", "closed"] {
+        let runs = tempfile::tempdir().unwrap();
+        let (mut master, mut child) = in_a_terminal(runs.path(), &["top", "-c", "1"]);
+        let screen = read_until(&mut master, |s| s.contains("RELEASES"));
+        assert!(screen.contains("RELEASES"), "{end}: no table: {screen}");
+        let (status, tail) = match end {
+            "closed" => {
+                drop(master);
+                wait_reading(None, &mut child, Duration::from_secs(15), end)
+            }
+            _ => {
+                let sig = if end == "SIGTERM" {
+                    sandglass_sys::signal::SIGTERM
+                } else {
+                    sandglass_sys::signal::SIGHUP
+                };
+                sandglass_sys::signal::send_to_process(child.id() as i32, sig).unwrap();
+                let got = wait_reading(Some(&mut master), &mut child, Duration::from_secs(15), end);
+                // The alternate screen was left.
+                assert!(got.1.contains("\x1b[?1049l"), "{end}: {:?}", got.1);
+                got
+            }
+        };
+        assert_eq!(status.code(), Some(0), "{end}: {tail}");
+        let listed = runs_json(runs.path());
+        let rows = listed["runs"].as_array().unwrap();
+        assert_eq!(rows.len(), 1, "{end}: {listed}");
+        assert_eq!(rows[0]["state"], "interrupted", "{end}: {listed}");
+        let dir = std::path::PathBuf::from(rows[0]["path"].as_str().unwrap());
+        let m: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
+        let signal = if end == "SIGTERM" {
+            "SIGTERM"
+        } else {
+            "SIGHUP"
+        };
+        let detail = m["end_detail"].as_str().unwrap_or_default();
+        assert!(detail.contains(signal), "{end}: {detail}");
+        let report = run_in(runs.path(), &["report", dir.to_str().unwrap()]);
+        assert_eq!(report.code, Some(0), "{end}: {}", report.stderr);
+    }
+}
+
 /// Starts `sandglass ARGS` on a new pseudo-terminal of 80×24 (its stdin, stdout and stderr);
 /// returns the master side and the process.
 fn in_a_terminal(runs: &std::path::Path, args: &[&str]) -> (std::fs::File, Child) {
+    in_a_terminal_with_stdin(runs, args, None)
+}
+
+/// [`in_a_terminal`], with `stdin` instead of the terminal when given.
+fn in_a_terminal_with_stdin(
+    runs: &std::path::Path,
+    args: &[&str],
+    stdin: impl Into<Option<Stdio>>,
+) -> (std::fs::File, Child) {
     use std::os::fd::FromRawFd;
     let (mut m, mut s) = (0, 0);
     let size = libc::winsize {
@@ -802,6 +922,15 @@ fn in_a_terminal(runs: &std::path::Path, args: &[&str]) -> (std::fs::File, Child
         )
     };
     assert_eq!(r, 0, "openpty failed");
+    // Close-on-exec, so that no process started meanwhile (this one's siblings in other tests)
+    // holds the master side: closing it must hang the terminal up.
+    for fd in [m, s] {
+        // SAFETY: fcntl on a descriptor openpty just returned.
+        assert_eq!(
+            unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) },
+            0
+        );
+    }
     // SAFETY: openpty returned two open descriptors that nothing else owns.
     let (master, slave) = unsafe { (std::fs::File::from_raw_fd(m), std::fs::File::from_raw_fd(s)) };
     let child = Command::new(assert_cmd::cargo::cargo_bin("sandglass"))
@@ -809,7 +938,11 @@ fn in_a_terminal(runs: &std::path::Path, args: &[&str]) -> (std::fs::File, Child
         .env("SANDGLASS_RUNS_DIR", runs)
         .env("SANDGLASS_RUNTIME_DIR", runtime_for(runs))
         .env("TERM", "xterm-256color")
-        .stdin(slave.try_clone().unwrap())
+        .stdin(
+            stdin
+                .into()
+                .unwrap_or_else(|| slave.try_clone().unwrap().into()),
+        )
         .stdout(slave.try_clone().unwrap())
         .stderr(slave)
         .spawn()

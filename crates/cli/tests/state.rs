@@ -356,3 +356,45 @@ fn every_cpu_busy_at_real_time_is_refused_unless_allowed_and_still_ends_on_time(
     let changed = diff(&before, &state());
     assert!(changed.is_empty(), "changed: {changed:#?}");
 }
+
+/// Regression: SIGHUP (a closed terminal) ended a run with the signal's default action (exit
+/// 129 from the shell, no summary, no final manifest). It ends a run as SIGTERM does: the
+/// summary printed, every file written and checked, the run catalogued as `interrupted`, the
+/// hang-up named, and the exit code 129 (128 + SIGHUP, as 130 after SIGINT and 143 after
+/// SIGTERM).
+#[test]
+fn a_hang_up_ends_a_run_like_sigterm_and_keeps_it() {
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    let (mut child, dir) = common::start_run(&runs, &["timer", "-c", "0", "-d", "30s"]);
+    std::thread::sleep(Duration::from_secs(1));
+    sandglass_sys::signal::send_to_process(child.id() as i32, sandglass_sys::signal::SIGHUP)
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the run did not end within 20 s of SIGHUP");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(129), "{status:?}");
+    assert_eq!(manifest_state(&dir), "interrupted");
+    let m: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
+    let detail = m["end_detail"].as_str().unwrap_or_default();
+    assert!(detail.starts_with("stopped by SIGHUP"), "{detail}");
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["signal"], "SIGHUP", "{summary}");
+    let out = common::run_in(&runs, &["report", dir.to_str().unwrap()]);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let listed = common::run_in(&runs, &["runs", "--json"]);
+    let id = dir.file_name().unwrap().to_str().unwrap();
+    assert!(listed.stdout.contains(id), "{}", listed.stdout);
+}

@@ -457,3 +457,53 @@ fn analyze_bad_files_name_the_file_and_line() {
     );
     usage_error("analyze ctxsw /nonexistent-run", "no manifest.json");
 }
+
+/// Names are the user's own labels, printed on terminals and in Markdown: a task or study name
+/// with a terminal control sequence or a bidirectional override is refused with one line that
+/// shows it escaped, and nothing raw reaches the terminal (here, the error line), whatever the
+/// path of the file holds.
+#[test]
+fn names_with_control_characters_are_refused_and_shown_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    // The file's own path has an escape too: shown escaped in the error.
+    let tasks = dir.path().join("tasks\u{1b}[2J.toml");
+    std::fs::write(
+        &tasks,
+        "[[task]]\nname = \"\\u001b[31mred\"\nwcet = \"1ms\"\nperiod = \"10ms\"\n",
+    )
+    .unwrap();
+    let study = dir.path().join("study.toml");
+    std::fs::write(
+        &study,
+        "[study]\nname = \"evil\\u202eyduts\"\n\n[[measure]]\nkind = \"timer\"\nduration = \"1s\"\n",
+    )
+    .unwrap();
+    for (args, says) in [
+        (
+            vec!["analyze", "rta", tasks.to_str().unwrap()],
+            "'name' is '\\u{1b}[31mred', with a control or bidirectional-override character",
+        ),
+        (
+            vec!["check", tasks.to_str().unwrap(), "-d", "1s"],
+            "\\u{1b}[31mred",
+        ),
+        (
+            vec!["study", study.to_str().unwrap(), "--dry-run"],
+            "[study] name 'evil\\u{202e}yduts' has a control or bidirectional-override character",
+        ),
+    ] {
+        let out = sandglass().args(&args).output().unwrap();
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(
+            !stderr.contains('\u{1b}') && !stderr.contains('\u{202e}'),
+            "{args:?}: {stderr:?}"
+        );
+        assert!(
+            stderr.contains("tasks\\u{1b}[2J.toml") || args[0] == "study",
+            "{stderr}"
+        );
+    }
+}

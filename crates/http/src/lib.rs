@@ -136,12 +136,7 @@ impl Server {
                 use sandglass_sys::signal;
                 // Process-directed signals go to the main thread, which takes them in its
                 // waits: this thread must never be the one they are delivered to.
-                let _ = signal::block(&[
-                    signal::SIGINT,
-                    signal::SIGTERM,
-                    signal::SIGTSTP,
-                    signal::SIGCONT,
-                ]);
+                let _ = signal::block(&signal::WITH_JOB_CONTROL);
                 if !cpus.is_empty() {
                     let _ =
                         sandglass_sys::sched::set_affinity(sandglass_sys::sched::gettid(), &cpus);

@@ -34,6 +34,7 @@ pub mod noise;
 pub mod os;
 pub mod plan;
 pub mod policy;
+pub mod printable;
 pub mod replay;
 pub mod result;
 pub mod runner;

@@ -7,7 +7,7 @@
 //! segment the oldest segments go, by age (`--keep`) and by disk use (`--max-disk`); the
 //! segment just written is always kept.
 //!
-//! SIGTERM or SIGINT ends the segment under way (its files written and catalogued, state
+//! SIGTERM, SIGINT or SIGHUP ends the segment under way (its files written and catalogued, state
 //! `interrupted`) and the monitor. A monitor that was killed leaves its segment `running`;
 //! the next start of any sandglass marks it incomplete (its samples kept) and carries on.
 
@@ -176,11 +176,11 @@ pub fn top_causes(c: &crate::causes::Causes) -> Vec<(String, u64)> {
     v
 }
 
-/// True when SIGINT or SIGTERM has been taken or is pending (both are blocked throughout).
+/// True when a signal that ends a run (SIGINT, SIGTERM, SIGHUP) has been taken or is pending
+/// (they are blocked throughout).
 fn stop_pending() -> bool {
     use sandglass_sys::signal;
-    signal::termination().is_some()
-        || signal::wait_timeout(&[signal::SIGINT, signal::SIGTERM], 0).is_some()
+    signal::termination().is_some() || signal::wait_timeout(&signal::TERMINATING, 0).is_some()
 }
 
 /// How the monitor ended.
@@ -207,7 +207,7 @@ pub fn run(
     live: Arc<Live>,
     mut done: impl FnMut(&TimerResult),
 ) -> Result<Ended, RunError> {
-    // SIGINT and SIGTERM stay blocked from here to the end: each segment's run takes them in
+    // SIGINT, SIGTERM and SIGHUP stay blocked from here to the end: each segment's run takes them in
     // its wait, and between segments they are looked for before the next one starts.
     let _hold = crate::runner::SignalHold::block()?;
     let mut n = 0u64;

@@ -42,8 +42,8 @@ pub struct RunHeader {
     /// The spikes' explanation and their periodic trains.
     #[serde(default)]
     pub causes: Option<Causes>,
-    /// The signal that ended the run early (`SIGINT`, `SIGTERM`), when one did; the exit code
-    /// is then 130 or 143.
+    /// The signal that ended the run early (`SIGINT`, `SIGTERM`, `SIGHUP`), when one did; the
+    /// exit code is then 130, 143 or 129.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signal: Option<String>,
     /// Stops of the measuring process (Ctrl-Z, SIGSTOP, a debugger), in run time: the delays

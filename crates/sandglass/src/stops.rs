@@ -3,11 +3,12 @@
 //! measuring thread sees the stop as one long delay; a run that did not say so would report it
 //! as the machine's latency or noise.
 //!
-//! The main thread keeps SIGTSTP and SIGCONT blocked (as it does SIGINT and SIGTERM) and takes
-//! them in its wait. A SIGTSTP is noted with its time, then the process stops itself, as the
-//! default action would: the start is exact. SIGSTOP cannot be caught; its SIGCONT can, so the
-//! stop's end is exact and its start is bounded by the last time the main thread was seen
-//! running before it (at most one of its waits, a tenth of a second, earlier than the stop).
+//! The main thread keeps SIGTSTP and SIGCONT blocked (as it does SIGINT, SIGTERM and SIGHUP)
+//! and takes them in its wait. A SIGTSTP is noted with its time, then the process stops itself,
+//! as the default action would: the start is exact. SIGSTOP cannot be caught; its SIGCONT can,
+//! so the stop's end is exact and its start is bounded by the last time the main thread was
+//! seen running before it (at most one of its waits, a tenth of a second, earlier than the
+//! stop).
 //! A debugger's stop sends no SIGCONT: a wait of the main thread that lasts far beyond its
 //! timeout while a tracer is attached (`TracerPid`) is recorded as one.
 //!

@@ -19,8 +19,8 @@
 //!    The guardian sleeps in `sigtimedwait` and is woken by its own parent-death signal, with a
 //!    one-second poll of `getppid(2)` as a safety net, so it costs nothing while the child runs.
 //!
-//! The child also starts with no signal blocked. The thread that spawns it may block SIGINT and
-//! SIGTERM to receive them synchronously (see [`crate::signal`]), and a child inherits the
+//! The child also starts with no signal blocked. The thread that spawns it may block the signals
+//! that end a run to receive them synchronously (see [`crate::signal`]), and a child inherits the
 //! mask across `exec`: stress-ng would then never see the SIGINT that asks it to stop.
 //!
 //! A descendant that leaves the group on purpose (`setsid`, a daemon) escapes the group, so
@@ -421,7 +421,7 @@ mod tests {
     #[test]
     fn the_child_starts_with_no_signal_blocked() {
         std::thread::spawn(|| {
-            crate::signal::block(&[crate::signal::SIGINT, crate::signal::SIGTERM]).expect("block");
+            crate::signal::block(&crate::signal::TERMINATING).expect("block");
             let mut cmd = Command::new("grep");
             cmd.args(["^SigBlk:", "/proc/self/status"])
                 .stdin(Stdio::null());

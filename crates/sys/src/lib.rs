@@ -21,6 +21,7 @@ pub mod process;
 pub mod sched;
 pub mod signal;
 pub mod timer;
+pub mod tty;
 
 pub use errno::Errno;
 pub use sched::Tid;

@@ -1,8 +1,8 @@
 //! Signals that stop a run and wake its threads.
 //!
-//! The design keeps signal handling out of the measuring threads: the main thread blocks SIGINT
-//! and SIGTERM before it creates any thread (the mask is inherited) and receives them
-//! synchronously with [`wait_timeout`]. To interrupt a measuring thread that sleeps, the main
+//! The design keeps signal handling out of the measuring threads: the main thread blocks the
+//! signals that end a run ([`TERMINATING`]: SIGINT, SIGTERM, SIGHUP) before it creates any
+//! thread (the mask is inherited) and receives them synchronously with [`wait_timeout`]. To interrupt a measuring thread that sleeps, the main
 //! thread sends it [`wake_signal`] with [`send_to_thread`]; that signal has a handler that does
 //! nothing and is installed without `SA_RESTART`, so the sleep returns `EINTR` and the thread
 //! checks its stop flag.
@@ -24,6 +24,39 @@ pub fn wake_signal() -> i32 {
 pub const SIGINT: i32 = libc::SIGINT;
 /// SIGTERM, as a number.
 pub const SIGTERM: i32 = libc::SIGTERM;
+/// SIGHUP, as a number: the terminal hung up (its window closed, an ssh session dropped).
+pub const SIGHUP: i32 = libc::SIGHUP;
+
+/// The signals that end a run, as SIGINT (Ctrl-C) does: the run stops, its files are written
+/// and catalogued, and the exit code is 128 + the signal's number (130, 143, 129). Every place
+/// that blocks, waits for or recognises them uses this one list, so that a signal added here is
+/// handled everywhere.
+pub const TERMINATING: [i32; 3] = [SIGINT, SIGTERM, SIGHUP];
+
+/// [`TERMINATING`] and the terminal's job control (SIGTSTP, SIGCONT): what the main thread of a
+/// run blocks and takes in its wait (see `sandglass::stops`).
+pub const WITH_JOB_CONTROL: [i32; 5] = [SIGINT, SIGTERM, SIGHUP, SIGTSTP, SIGCONT];
+
+/// True when `signo` is one of [`TERMINATING`].
+pub fn is_terminating(signo: i32) -> bool {
+    TERMINATING.contains(&signo)
+}
+
+/// The name of a signal that ends a run (`SIGINT`, `SIGTERM`, `SIGHUP`), or `signal N`.
+pub fn name(signo: i32) -> String {
+    match signo {
+        SIGINT => "SIGINT".into(),
+        SIGTERM => "SIGTERM".into(),
+        SIGHUP => "SIGHUP".into(),
+        n => format!("signal {n}"),
+    }
+}
+
+/// True when every signal of [`TERMINATING`] is blocked in the calling thread (a caller that
+/// holds them, such as a study running many cells).
+pub fn terminating_blocked() -> bool {
+    TERMINATING.iter().all(|&s| is_blocked(s))
+}
 /// SIGCONT, as a number: a stopped process runs again. Blocking it does not keep the process
 /// stopped; the signal stays pending, so that [`wait_timeout`] tells when the stop ended.
 pub const SIGCONT: i32 = libc::SIGCONT;
@@ -80,18 +113,18 @@ pub fn unblock(signals: &[i32]) -> Result<(), Errno> {
     }
 }
 
-/// The first SIGINT or SIGTERM [`wait_timeout`] took in this process (0: none).
+/// The first signal of [`TERMINATING`] that [`wait_timeout`] took in this process (0: none).
 static TERMINATION: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
 /// Waits up to `timeout_ns` for one of `signals` (which must be blocked in the calling thread)
-/// and returns its number, or `None` on timeout or interruption. A SIGINT or SIGTERM taken is
-/// remembered for [`termination`].
+/// and returns its number, or `None` on timeout or interruption. A signal of [`TERMINATING`]
+/// taken is remembered for [`termination`].
 pub fn wait_timeout(signals: &[i32], timeout_ns: u64) -> Option<i32> {
     let set = sigset(signals);
     let ts = crate::clock::timespec_from_ns(timeout_ns);
     // SAFETY: `set` and `ts` are valid; the info pointer may be null.
     let ret = unsafe { libc::sigtimedwait(&set, std::ptr::null_mut(), &ts) };
-    if ret == SIGINT || ret == SIGTERM {
+    if is_terminating(ret) {
         let _ = TERMINATION.compare_exchange(
             0,
             ret,
@@ -102,8 +135,8 @@ pub fn wait_timeout(signals: &[i32], timeout_ns: u64) -> Option<i32> {
     (ret > 0).then_some(ret)
 }
 
-/// Waits up to `timeout_ns` for SIGINT or SIGTERM (blocked in the calling thread) and returns
-/// the one taken. A SIGTSTP (Ctrl-Z) taken meanwhile, blocked where a run records its stops,
+/// Waits up to `timeout_ns` for a signal of [`TERMINATING`] (blocked in the calling thread) and
+/// returns the one taken. A SIGTSTP (Ctrl-Z) taken meanwhile, blocked where a run records its stops,
 /// stops the process as its default action would, and a SIGCONT is taken without effect; the
 /// wait then goes on to its end.
 pub fn wait_termination(timeout_ns: u64) -> Option<i32> {
@@ -111,7 +144,7 @@ pub fn wait_termination(timeout_ns: u64) -> Option<i32> {
     let deadline = now().saturating_add(timeout_ns);
     loop {
         let left = deadline.saturating_sub(now());
-        match wait_timeout(&[SIGINT, SIGTERM, SIGTSTP, SIGCONT], left) {
+        match wait_timeout(&WITH_JOB_CONTROL, left) {
             Some(SIGTSTP) => stop_self(),
             Some(SIGCONT) | None => {}
             Some(s) => return Some(s),
@@ -122,8 +155,8 @@ pub fn wait_termination(timeout_ns: u64) -> Option<i32> {
     }
 }
 
-/// The first SIGINT or SIGTERM this process took (and acted on by ending its work early), if
-/// any: the command's exit code then says so (128 + the signal's number, as a shell reports a
+/// The first signal of [`TERMINATING`] this process took (and acted on by ending its work
+/// early), if any: the command's exit code then says so (128 + the signal's number, as a shell reports a
 /// process the signal ended).
 pub fn termination() -> Option<i32> {
     match TERMINATION.load(std::sync::atomic::Ordering::Relaxed) {
@@ -195,6 +228,14 @@ mod tests {
             }
         }
         assert_eq!(result, Some(Err(Errno::EINTR)));
+    }
+
+    #[test]
+    fn job_control_list_extends_the_terminating_one() {
+        assert_eq!(WITH_JOB_CONTROL[..TERMINATING.len()], TERMINATING);
+        assert_eq!(WITH_JOB_CONTROL[TERMINATING.len()..], [SIGTSTP, SIGCONT]);
+        assert!(is_terminating(SIGHUP) && !is_terminating(SIGTSTP));
+        assert_eq!(name(SIGHUP), "SIGHUP");
     }
 
     #[test]

@@ -269,12 +269,16 @@ impl MonitorObserver for MonitorConsole {
 /// `sandglass monitor`, or with `top` (`sandglass top`, `--top`) the live table.
 pub fn monitor(a: &MonitorArgs, top: bool) -> Result<u8, Failure> {
     let top = top || a.top;
-    if top && !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+    if top && !(sandglass_sys::tty::is_terminal(0) && sandglass_sys::tty::is_terminal(1)) {
         return Err(Failure::usage(
-            "the live table needs a terminal: run it in one, or leave --top out (and use --listen for other tools)",
+            "the live table needs a terminal for its input and output: run it in one, or leave --top out (and use --listen for other tools)",
         ));
     }
     let config = config(a)?;
+    // The signals that end a run are blocked before any thread is created (the HTTP server,
+    // the live table), so that every thread inherits the mask and they reach only this
+    // thread's waits, which end the segment under way.
+    let _signals = sandglass::runner::SignalHold::block()?;
     let listen = a.listen.as_deref().map(listen_arg).transpose()?;
     let ctx = RunContext {
         shared_cpus: Some(a.shared_cpus),
@@ -355,7 +359,15 @@ pub fn monitor(a: &MonitorArgs, top: bool) -> Result<u8, Failure> {
     });
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     if let Some(d) = display {
-        let _ = d.join();
+        // The table notices `stop` within a tenth of a second; a terminal whose output blocks
+        // (nobody reads it) must not keep the monitor from ending.
+        let t0 = std::time::Instant::now();
+        while !d.is_finished() && t0.elapsed() < std::time::Duration::from_secs(2) {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        if d.is_finished() {
+            let _ = d.join();
+        }
     }
     console.release();
     if let Some(s) = server {

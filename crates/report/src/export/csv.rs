@@ -35,9 +35,17 @@ impl Line {
         self.buf.push(b',');
         self
     }
+    /// A text field; a control or bidirectional-override character (a thread's name is what
+    /// the thread set) is written escaped, as `sandglass::printable` shows it, so that the file
+    /// printed on a terminal cannot drive it.
     #[inline]
     fn text(&mut self, v: &[u8]) -> &mut Self {
-        self.buf.extend_from_slice(v);
+        match std::str::from_utf8(v) {
+            Ok(s) if sandglass::printable::has_unsafe(s) => self
+                .buf
+                .extend_from_slice(sandglass::printable::escape(s).as_bytes()),
+            _ => self.buf.extend_from_slice(v),
+        }
         self.buf.push(b',');
         self
     }
@@ -355,6 +363,16 @@ mod tests {
     use super::*;
 
     /// Both run formats give the same CSV files.
+    #[test]
+    fn text_fields_are_written_with_control_characters_escaped() {
+        let mut l = Line::new();
+        l.int(1)
+            .text("irq/9-\u{1b}[2J".as_bytes())
+            .text(b"plain")
+            .end();
+        assert_eq!(l.buf, b"1,irq/9-\\u{1b}[2J,plain\n");
+    }
+
     #[test]
     fn timer_tables_count_every_release_and_interval() {
         for format in [Format::V2, Format::V1] {

@@ -420,6 +420,14 @@ fn parse_doc<'t>(ctx: &Ctx<'t>) -> Result<Spanned<DeTable<'t>>, TaskFileError> {
 fn name_of(ctx: &Ctx<'_>, raw: &RawTask<'_>, index: usize) -> Result<String, TaskFileError> {
     match raw.get("name") {
         None => Ok(format!("task{index}")),
+        Some((line, DeValue::String(s))) if crate::printable::has_unsafe(s) => Err(ctx.bad(
+            line,
+            "name",
+            format!(
+                "is '{}', with a control or bidirectional-override character: name the task with printable text",
+                crate::printable::Printable(s)
+            ),
+        )),
         Some((_, DeValue::String(s))) if !s.trim().is_empty() => Ok(s.to_string()),
         Some((line, DeValue::String(_))) => Err(ctx.bad(
             line,
@@ -646,6 +654,18 @@ mod tests {
         let e = parse(text).expect_err("the file should be refused");
         let m = e.to_string();
         (e, m)
+    }
+
+    #[test]
+    fn a_name_with_a_control_character_is_refused() {
+        for name in ["\\u001b[31mred", "a\\u202eb", "tab\\there"] {
+            let text = format!("[[task]]\nname = \"{name}\"\nwcet = \"1ms\"\nperiod = \"10ms\"\n");
+            let e = parse_task_file(Path::new("t.toml"), &text).expect_err(name);
+            let m = e.to_string();
+            assert!(m.starts_with("t.toml:2: 'name' is '"), "{m}");
+            assert!(m.contains("printable text"), "{m}");
+            assert!(!crate::printable::has_unsafe(&m), "{m:?}");
+        }
     }
 
     #[test]

@@ -21,7 +21,7 @@
 //! | [`budget`] | a per-frame pipeline: predicted time and misses against a real periodic run | §11 |
 //!
 //! Every kind runs its measurement in worker threads while the calling thread waits for
-//! SIGINT or SIGTERM (blocked and received synchronously, as in [`crate::runner`]): a signal
+//! SIGINT, SIGTERM or SIGHUP (blocked and received synchronously, as in [`crate::runner`]): a signal
 //! stops the measurement between samples, and what was measured is kept and marked
 //! `interrupted`. Every kind writes a run directory ([`crate::store`]) whose manifest holds the
 //! system snapshot and the resolved configuration, and returns its result; nothing here prints.
@@ -375,7 +375,7 @@ pub(crate) struct Session {
     dir: RunDir,
     manifest: Manifest,
     start_ns: u64,
-    /// SIGINT and SIGTERM stay blocked from the `running` manifest to the final one, so that a
+    /// SIGINT, SIGTERM and SIGHUP stay blocked from the `running` manifest to the final one, so that a
     /// signal cannot end the process while the results are written.
     _signals: crate::runner::SignalHold,
 }
@@ -505,18 +505,18 @@ impl Ended {
     }
 }
 
-/// Runs `body` in a worker thread while the calling thread waits for SIGINT or SIGTERM; a
-/// signal sets `stop`, which the body checks between samples. SIGINT and SIGTERM are blocked
-/// for the duration (threads the body creates inherit the mask) and unblocked afterwards
+/// Runs `body` in a worker thread while the calling thread waits for a signal that ends a run
+/// (SIGINT, SIGTERM, SIGHUP); it sets `stop`, which the body checks between samples. They are
+/// blocked for the duration (threads the body creates inherit the mask) and unblocked afterwards
 /// unless the caller had blocked them itself.
 pub(crate) fn supervise<T: Send>(
     stop: &AtomicBool,
     body: impl FnOnce() -> T + Send,
 ) -> Result<(T, Ended), RunError> {
-    let terminate = [signal::SIGINT, signal::SIGTERM];
-    let caller_blocks = signal::is_blocked(signal::SIGINT) && signal::is_blocked(signal::SIGTERM);
+    let terminate = signal::TERMINATING;
+    let caller_blocks = signal::terminating_blocked();
     signal::block(&terminate)
-        .map_err(|e| RunError::Failed(format!("cannot block SIGINT and SIGTERM: {e}")))?;
+        .map_err(|e| RunError::Failed(format!("cannot block SIGINT, SIGTERM and SIGHUP: {e}")))?;
     let mut ended = Ended::completed();
     let joined = std::thread::scope(|s| {
         let handle = std::thread::Builder::new()
@@ -526,11 +526,7 @@ pub(crate) fn supervise<T: Send>(
         while !handle.is_finished() {
             if let Some(sig) = signal::wait_termination(50_000_000) {
                 if !stop.swap(true, Ordering::SeqCst) {
-                    let name = if sig == signal::SIGINT {
-                        "SIGINT"
-                    } else {
-                        "SIGTERM"
-                    };
+                    let name = signal::name(sig);
                     ended = Ended {
                         state: RunState::Interrupted,
                         detail: format!("stopped by {name}; what was measured until then is kept"),

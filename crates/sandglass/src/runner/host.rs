@@ -21,18 +21,34 @@ use std::path::Path;
 use std::thread::JoinHandle;
 use thiserror::Error;
 
-/// A signal that ends a run.
+/// A signal that ends a run (one of [`signal::TERMINATING`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stop {
+    /// SIGINT: Ctrl-C.
     Interrupt,
+    /// SIGTERM: a request to end (a service manager, `kill`).
     Terminate,
+    /// SIGHUP: the terminal hung up (its window closed, an ssh session dropped).
+    HangUp,
 }
 
 impl Stop {
+    /// The signal's name, as the run records it (`SIGINT`, `SIGTERM`, `SIGHUP`).
     pub fn name(self) -> &'static str {
         match self {
             Stop::Interrupt => "SIGINT",
             Stop::Terminate => "SIGTERM",
+            Stop::HangUp => "SIGHUP",
+        }
+    }
+
+    /// The stop a signal of [`signal::TERMINATING`] asks for (any other number is taken as a
+    /// request to end, as SIGTERM).
+    pub fn of(signo: i32) -> Stop {
+        match signo {
+            signal::SIGINT => Stop::Interrupt,
+            signal::SIGHUP => Stop::HangUp,
+            _ => Stop::Terminate,
         }
     }
 }
@@ -40,7 +56,7 @@ impl Stop {
 /// What the main thread's wait took.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Signal {
-    /// SIGINT or SIGTERM: the run ends.
+    /// SIGINT, SIGTERM or SIGHUP: the run ends.
     End(Stop),
     /// SIGTSTP (Ctrl-Z): the process is to stop (see [`Host::stop_process`]).
     TerminalStop,
@@ -105,16 +121,18 @@ pub trait Tracing {
 pub trait Host: Clone + Send + Sync + 'static {
     /// The CPUs this process may run on.
     fn allowed_cpus(&self) -> Vec<usize>;
-    /// Blocks SIGINT, SIGTERM, SIGTSTP, SIGCONT and the timer signal for this thread and the
-    /// threads it creates (the main thread takes them in its wait; see [`crate::stops`]),
-    /// and installs the handler that interrupts a measuring thread's sleep. Returns whether the
-    /// caller had SIGINT and SIGTERM blocked already (a study running many cells does).
+    /// Blocks the signals that end a run (SIGINT, SIGTERM, SIGHUP), SIGTSTP, SIGCONT and the
+    /// timer signal for this thread and the threads it creates (the main thread takes them in
+    /// its wait; see [`crate::stops`]), and installs the handler that interrupts a measuring
+    /// thread's sleep. Returns whether the caller had the signals that end a run blocked
+    /// already (a study running many cells does).
     fn block_signals(&self) -> Result<bool, HostError>;
-    /// Unblocks SIGINT, SIGTERM, SIGTSTP and SIGCONT.
+    /// Unblocks the signals that end a run, SIGTSTP and SIGCONT.
     fn unblock_signals(&self);
-    /// Waits up to `ns` for SIGINT or SIGTERM.
+    /// Waits up to `ns` for a signal that ends a run.
     fn wait_signal(&self, ns: u64) -> Option<Stop>;
-    /// Waits up to `ns` for SIGINT, SIGTERM, SIGTSTP or SIGCONT (the supervision's wait).
+    /// Waits up to `ns` for a signal that ends a run, SIGTSTP or SIGCONT (the supervision's
+    /// wait).
     fn wait_event(&self, ns: u64) -> Option<Signal> {
         self.wait_signal(ns).map(Signal::End)
     }
@@ -213,16 +231,11 @@ impl Host for RealHost {
     }
 
     fn block_signals(&self) -> Result<bool, HostError> {
-        let caller = signal::is_blocked(signal::SIGINT) && signal::is_blocked(signal::SIGTERM);
-        signal::block(&[
-            signal::SIGINT,
-            signal::SIGTERM,
-            signal::SIGTSTP,
-            signal::SIGCONT,
-            signal::timer_signal(),
-        ])
-        .map_err(|e| HostError {
-            call: "blocking SIGINT and SIGTERM (pthread_sigmask)",
+        let caller = signal::terminating_blocked();
+        let mut all = signal::WITH_JOB_CONTROL.to_vec();
+        all.push(signal::timer_signal());
+        signal::block(&all).map_err(|e| HostError {
+            call: "blocking SIGINT, SIGTERM and SIGHUP (pthread_sigmask)",
             reason: e.to_string(),
         })?;
         signal::install_wake_handler(signal::wake_signal()).map_err(|e| HostError {
@@ -233,26 +246,14 @@ impl Host for RealHost {
     }
 
     fn unblock_signals(&self) {
-        let _ = signal::unblock(&[
-            signal::SIGINT,
-            signal::SIGTERM,
-            signal::SIGTSTP,
-            signal::SIGCONT,
-        ]);
+        let _ = signal::unblock(&signal::WITH_JOB_CONTROL);
     }
 
     fn wait_event(&self, ns: u64) -> Option<Signal> {
-        let all = [
-            signal::SIGINT,
-            signal::SIGTERM,
-            signal::SIGTSTP,
-            signal::SIGCONT,
-        ];
-        signal::wait_timeout(&all, ns).map(|s| match s {
-            signal::SIGINT => Signal::End(Stop::Interrupt),
+        signal::wait_timeout(&signal::WITH_JOB_CONTROL, ns).map(|s| match s {
             signal::SIGTSTP => Signal::TerminalStop,
             signal::SIGCONT => Signal::Continued,
-            _ => Signal::End(Stop::Terminate),
+            s => Signal::End(Stop::of(s)),
         })
     }
 
@@ -267,13 +268,7 @@ impl Host for RealHost {
     fn wait_signal(&self, ns: u64) -> Option<Stop> {
         // Ctrl-Z outside the supervision's wait stops the process at once, unrecorded: no
         // measurement is under way then.
-        signal::wait_termination(ns).map(|s| {
-            if s == signal::SIGINT {
-                Stop::Interrupt
-            } else {
-                Stop::Terminate
-            }
-        })
+        signal::wait_termination(ns).map(Stop::of)
     }
 
     fn hold_pm_qos(&self, us: u32) -> Result<(), HostError> {

@@ -3,7 +3,7 @@
 //! 1. [`prepare`]: choose the counter, place the threads (refusing plans that could starve the
 //!    machine), collect the warnings, create the run directory and write a `running` manifest,
 //!    so that an unwritable place fails before anything is measured.
-//! 2. [`Settings::apply`]: block SIGINT and SIGTERM (the main thread receives them
+//! 2. [`Settings::apply`]: block SIGINT, SIGTERM and SIGHUP (the main thread receives them
 //!    synchronously), hold `/dev/cpu_dma_latency`, lock memory. Dropping the settings restores
 //!    them, on every path.
 //! 3. [`calibrate`]: calibrate the counter and the gap threshold; the [`Timebase`] follows.
@@ -238,7 +238,7 @@ pub struct Measured {
     pub reports: Vec<ThreadReport>,
     pub state: RunState,
     pub end_detail: String,
-    /// The signal that ended the run (SIGINT, SIGTERM), when one did.
+    /// The signal that ended the run (SIGINT, SIGTERM, SIGHUP), when one did.
     pub signal: Option<host::Stop>,
     /// Stops of the process while it measured (Ctrl-Z, SIGSTOP, a debugger).
     pub stops: Vec<crate::stops::ProcessStop>,
@@ -259,11 +259,11 @@ pub struct Measured {
     pub started: SystemTime,
     /// From the run's start to the last counter value any thread read.
     pub elapsed_ns: u64,
-    /// SIGINT and SIGTERM stay blocked until the run's files are written.
+    /// The signals that end a run stay blocked until the run's files are written.
     pub signals: SignalHold,
 }
 
-/// Keeps SIGINT and SIGTERM blocked until dropped, so that a signal that arrives while a run's
+/// Keeps the signals that end a run (SIGINT, SIGTERM, SIGHUP) blocked until dropped, so that a signal that arrives while a run's
 /// results are written cannot end the process half-way; a signal that arrived meanwhile is
 /// taken when it is dropped (the run is over by then).
 pub struct SignalHold(Option<Box<dyn FnOnce() + Send>>);
@@ -274,7 +274,7 @@ impl SignalHold {
         SignalHold(None)
     }
 
-    /// Blocks SIGINT and SIGTERM now, until the hold is dropped (unless the caller had blocked
+    /// Blocks the signals that end a run now, until the hold is dropped (unless the caller had blocked
     /// them already): for a run that writes its own files, from its first to its last.
     pub fn block() -> Result<SignalHold, RunError> {
         let host = RealHost;
@@ -1054,7 +1054,7 @@ fn collect<H: Host, S: Sink>(
 }
 
 /// Runs the loads of `plan` alone for `duration` (after its settle time), as a control for what
-/// a measurement costs them. SIGINT and SIGTERM end it early, keeping what the loads did.
+/// a measurement costs them. SIGINT, SIGTERM and SIGHUP end it early, keeping what the loads did.
 pub fn run_loads_alone(
     plan: &LoadPlan,
     duration: Nanos,

@@ -91,7 +91,7 @@ pub enum RunState {
     Running,
     /// Ran for its whole duration.
     Completed,
-    /// Stopped early by SIGINT or SIGTERM; every result measured until then is kept.
+    /// Stopped early by SIGINT, SIGTERM or SIGHUP; every result measured until then is kept.
     Interrupted,
     /// A thread failed to stop and the watchdog ended the run.
     Watchdog,

@@ -240,6 +240,34 @@ pub fn parse(
                 .into(),
         });
     }
+    // Names and titles are printed in tables, on terminals and in Markdown: a control or
+    // bidirectional-override character there would make the output say something else.
+    let labels = std::iter::once(("[study] name", &s.study.name))
+        .chain(
+            s.study
+                .description
+                .iter()
+                .map(|d| ("[study] description", d)),
+        )
+        .chain(
+            s.measure
+                .iter()
+                .filter_map(|m| m.name.as_ref().map(|n| ("measure name", n))),
+        )
+        .chain(s.load.iter().map(|l| ("load name", &l.name)))
+        .chain(s.setting.iter().map(|x| ("setting name", &x.name)))
+        .chain(s.table.iter().map(|t| ("table title", &t.title)));
+    for (what, text) in labels {
+        if crate::printable::has_unsafe(text) {
+            return Err(StudyFileError::File {
+                file: file.to_path_buf(),
+                message: format!(
+                    "{what} '{}' has a control or bidirectional-override character: use printable text",
+                    crate::printable::Printable(text)
+                ),
+            });
+        }
+    }
     if s.study.repetitions == Some(0) {
         return Err(StudyFileError::File {
             file: file.to_path_buf(),

@@ -1,7 +1,7 @@
 //! Running a study: cells one after another, each into its own run directory under the study
 //! directory, with the study's state in `study.json` after every step.
 //!
-//! SIGINT and SIGTERM stay blocked for the whole study. A signal during a cell stops that
+//! SIGINT, SIGTERM and SIGHUP stay blocked for the whole study. A signal during a cell stops that
 //! cell's measurement as it would stop a single run (the results measured so far are kept);
 //! the study then stops before the next cell and can be resumed: [`resume`] runs every cell
 //! that is not completed, moving the remains of an interrupted or failed attempt aside rather
@@ -547,8 +547,7 @@ impl Observer for CellObserver<'_> {
 }
 
 fn pending_signal() -> bool {
-    let terminate = [signal::SIGINT, signal::SIGTERM];
-    signal::wait_timeout(&terminate, 0).is_some()
+    signal::wait_timeout(&signal::TERMINATING, 0).is_some()
 }
 
 fn drive(
@@ -558,8 +557,8 @@ fn drive(
     ctx: &RunContext,
     obs: &mut dyn StudyObserver,
 ) -> Result<StudyOutcome, StudyError> {
-    let terminate = [signal::SIGINT, signal::SIGTERM];
-    let already_blocked = signal::is_blocked(signal::SIGINT) && signal::is_blocked(signal::SIGTERM);
+    let terminate = signal::TERMINATING;
+    let already_blocked = signal::terminating_blocked();
     signal::block(&terminate)
         .map_err(|e| StudyError::Failed(format!("cannot block signals: {e}")))?;
     let result = drive_blocked(study, &dir, &mut record, ctx, obs);
