@@ -61,15 +61,18 @@ pub enum RunsCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Delete a run or study directory and its catalog entries
+    /// Delete a run or study directory and its catalog entries; a directory outside the runs
+    /// directory (imported in place) only leaves the catalog, and only directories this user
+    /// owns are deleted
     Rm {
-        /// Run or study id, or a unique prefix of one
+        /// Run or study id, or a unique prefix of one (an empty id is refused)
         id: String,
         /// Also remove a run still in progress (its manifest says running and its process is alive)
         #[arg(long)]
         force: bool,
     },
-    /// Verify a run or study directory and add it to the catalog, or unpack an archive of
+    /// Verify a run or study directory and add it to the catalog in place (a directory outside
+    /// the runs directory is never deleted by rm or retention), or unpack an archive of
     /// `runs pack` into the runs directory and add its runs (nothing is added when any file is
     /// damaged)
     Import {
@@ -517,6 +520,14 @@ fn show(id: &str, as_json: bool) -> Result<u8, Failure> {
             vec!["  kind".into(), e.kind.clone()],
             vec!["  state".into(), e.state.clone()],
             vec!["  path".into(), e.path.display().to_string()],
+        ];
+        if c.place(&e) == catalog::Place::External {
+            rows.push(vec![
+                "  stored".into(),
+                "outside the runs directory (imported in place): `sandglass runs rm` forgets it and never deletes it".into(),
+            ]);
+        }
+        rows.extend([
             vec!["  started".into(), when(&e.started_at)],
             vec![
                 "  ended".into(),
@@ -529,7 +540,7 @@ fn show(id: &str, as_json: bool) -> Result<u8, Failure> {
             vec!["  kernel".into(), e.kernel.clone()],
             vec!["  command".into(), e.command_line.join(" ")],
             vec!["  sandglass".into(), e.tool_version.clone()],
-        ];
+        ]);
         if let Some(s) = &e.study {
             rows.push(vec!["  study".into(), s.clone()]);
         }

@@ -133,6 +133,12 @@ fn an_imported_segment_is_never_deleted_by_retention_or_rm() {
     assert!(seg.join("manifest.json").is_file(), "{}", o.stderr);
     assert!(!o.stderr.contains(&id), "{}", o.stderr);
     assert!(listed(&runs).contains(&id));
+    let o = ok(&runs, &["runs", "show", &id]);
+    assert!(
+        o.stdout.contains("outside the runs directory"),
+        "{}",
+        o.stdout
+    );
 
     let o = ok(&runs, &["runs", "rm", &id]);
     assert!(
