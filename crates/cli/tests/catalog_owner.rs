@@ -164,6 +164,9 @@ fn runs_rm_refuses_an_empty_or_ambiguous_id() {
         let e = one_error(&run_in(&runs, &["runs", "rm", empty]), 2);
         assert!(e.contains("the run id is empty"), "{e}");
         assert_eq!(dirs(&runs), before);
+        // Nor does any other command take it for a prefix of every run.
+        let e = one_error(&run_in(&runs, &["report", empty]), 2);
+        assert!(e.contains("the run is empty"), "{e}");
     }
     let e = one_error(&run_in(&runs, &["runs", "rm", "2"]), 2);
     for d in [&a, &b] {
