@@ -13,6 +13,13 @@
 //! indexed. A study directory is indexed with all of its cells in one transaction, or not at
 //! all.
 //!
+//! Nothing is deleted that sandglass did not write: [`Catalog::remove`] deletes only a
+//! directory directly inside the runs directory, not a link, owned by this user
+//! ([`Place::Owned`]); a directory indexed in place elsewhere (`runs import DIR`) only loses
+//! its rows. A store this process cannot or must not write ([`write_access`]: a read-only file
+//! system, its permissions, or another user's store when running as root) is only read
+//! ([`Catalog::open_read`]) and never written.
+//!
 //! The database uses write-ahead logging and a busy timeout, so that runs ending at the same
 //! time in several processes can all register themselves. `docs/catalog.md` documents the
 //! schema and the commands built on it.
