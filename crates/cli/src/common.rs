@@ -616,6 +616,13 @@ pub fn main_cpu_arg(v: Option<&str>) -> Result<Option<usize>, Failure> {
 /// A run directory as given, or the run of that id (or unique prefix of one) in the runs
 /// directory (`./sandglass-runs`, or `$SANDGLASS_RUNS_DIR`).
 pub fn resolve_run(arg: &str) -> Result<std::path::PathBuf, String> {
+    // An empty id (an unset variable) is a prefix of every run: it names none.
+    if arg.trim().is_empty() {
+        return Err(
+            "the run is empty (an unset variable?); give a run directory, or a run id or a unique prefix of one"
+                .to_string(),
+        );
+    }
     let p = std::path::Path::new(arg);
     if p.is_dir() {
         return Ok(p.to_path_buf());

@@ -61,15 +61,18 @@ pub enum RunsCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Delete a run or study directory and its catalog entries
+    /// Delete a run or study directory and its catalog entries; a directory outside the runs
+    /// directory (imported in place) only leaves the catalog, and only directories this user
+    /// owns are deleted
     Rm {
-        /// Run or study id, or a unique prefix of one
+        /// Run or study id, or a unique prefix of one (an empty id is refused)
         id: String,
         /// Also remove a run still in progress (its manifest says running and its process is alive)
         #[arg(long)]
         force: bool,
     },
-    /// Verify a run or study directory and add it to the catalog, or unpack an archive of
+    /// Verify a run or study directory and add it to the catalog in place (a directory outside
+    /// the runs directory is never deleted by rm or retention), or unpack an archive of
     /// `runs pack` into the runs directory and add its runs (nothing is added when any file is
     /// damaged)
     Import {
@@ -138,13 +141,40 @@ fn open(base: &Path) -> Result<Catalog, Failure> {
 }
 
 /// Opens the catalog for a command that reads it, or `None` when there is no runs directory
-/// (nothing to read, and nothing is created).
+/// (nothing to read, and nothing is created). A store this process cannot or must not write
+/// (a read-only file system, another user's) is read without writing anything, with one note.
 fn open_existing() -> Result<Option<Catalog>, Failure> {
     let base = store::default_base();
     if !base.is_dir() {
         return Ok(None);
     }
-    open(&base).map(Some)
+    if catalog::write_access(&base).is_ok() {
+        return open(&base).map(Some);
+    }
+    let c = Catalog::open_read(&base).map_err(fail)?;
+    let Some(cause) = c.read_only() else {
+        return Ok(Some(c));
+    };
+    if !crate::common::quiet() {
+        eprintln!(
+            "sandglass: note: {}: {cause}, so it is read as it is and nothing is written there",
+            base.display()
+        );
+        if let Some(n) = c.read_note() {
+            eprintln!("sandglass: note: {n}");
+        }
+    }
+    Ok(Some(c))
+}
+
+/// Opens the catalog for a command that writes it (rm, import), refusing a store this
+/// process cannot or must not write with one line.
+fn open_to_write(id: &str) -> Result<Catalog, Failure> {
+    let base = store::default_base();
+    if !base.is_dir() {
+        return Err(no_base_error(id));
+    }
+    open(&base)
 }
 
 fn no_base_error(id: &str) -> Failure {
@@ -489,6 +519,14 @@ fn show(id: &str, as_json: bool) -> Result<u8, Failure> {
             vec!["  kind".into(), e.kind.clone()],
             vec!["  state".into(), e.state.clone()],
             vec!["  path".into(), e.path.display().to_string()],
+        ];
+        if c.place(&e) == catalog::Place::External {
+            rows.push(vec![
+                "  stored".into(),
+                "outside the runs directory (imported in place): `sandglass runs rm` forgets it and never deletes it".into(),
+            ]);
+        }
+        rows.extend([
             vec!["  started".into(), when(&e.started_at)],
             vec![
                 "  ended".into(),
@@ -501,7 +539,7 @@ fn show(id: &str, as_json: bool) -> Result<u8, Failure> {
             vec!["  kernel".into(), e.kernel.clone()],
             vec!["  command".into(), e.command_line.join(" ")],
             vec!["  sandglass".into(), e.tool_version.clone()],
-        ];
+        ]);
         if let Some(s) = &e.study {
             rows.push(vec!["  study".into(), s.clone()]);
         }
@@ -554,7 +592,10 @@ fn show(id: &str, as_json: bool) -> Result<u8, Failure> {
 }
 
 fn rm(id: &str, force: bool) -> Result<u8, Failure> {
-    let mut c = open_existing()?.ok_or_else(|| no_base_error(id))?;
+    if id.trim().is_empty() {
+        return Err(fail(CatalogError::EmptyId));
+    }
+    let mut c = open_to_write(id)?;
     let e = c.resolve(id).map_err(fail)?;
     let cells = if e.kind == catalog::STUDY_KIND {
         c.list(&Filter {
@@ -566,14 +607,22 @@ fn rm(id: &str, force: bool) -> Result<u8, Failure> {
     } else {
         0
     };
-    let removed = c.remove(&e.id, force).map_err(fail)?;
+    let (removed, how) = c.remove(&e.id, force).map_err(fail)?;
     let with = if cells > 0 {
         format!(" with its {cells} cells")
     } else {
         String::new()
     };
+    let (verb, after) = match how {
+        catalog::Removal::Deleted => ("removed", String::new()),
+        catalog::Removal::Forgotten => (
+            "forgot",
+            " (outside the runs directory, imported in place: removed from the catalog only, the directory is left as it is)".to_string(),
+        ),
+        catalog::Removal::Gone => ("forgot", " (the directory was already gone)".to_string()),
+    };
     write_out(&format!(
-        "removed {} {}{with} ({}, started {}): {}\n",
+        "{verb} {} {}{with} ({}, started {}): {}{after}\n",
         removed.kind,
         removed.id,
         removed.state,
@@ -608,6 +657,9 @@ fn pack(ids: &[String], output: &Path) -> Result<u8, Failure> {
 /// `runs import ARCHIVE`.
 fn import_archive(archive: &Path) -> Result<u8, Failure> {
     let base = store::default_base();
+    if let Err(cause) = catalog::write_access(&base) {
+        return Err(fail(CatalogError::ReadOnly { base, cause }));
+    }
     let added = store::pack::unpack(archive, &base).map_err(|e| match e {
         store::pack::PackError::Io { .. } => Failure::runtime(e.to_string()),
         _ => Failure::usage(e.to_string()),
@@ -652,8 +704,13 @@ fn import(dir: &Path) -> Result<u8, Failure> {
             } else {
                 String::new()
             };
+            let place = if c.place(&e) == catalog::Place::External {
+                " (indexed in place, outside the runs directory: `sandglass runs rm` forgets it and never deletes it)"
+            } else {
+                ""
+            };
             text += &format!(
-                "imported {} {}{with} ({}): {}\n",
+                "imported {} {}{with} ({}): {}{place}\n",
                 e.kind,
                 e.id,
                 e.state,

@@ -13,6 +13,13 @@
 //! indexed. A study directory is indexed with all of its cells in one transaction, or not at
 //! all.
 //!
+//! Nothing is deleted that sandglass did not write: [`Catalog::remove`] deletes only a
+//! directory directly inside the runs directory, not a link, owned by this user
+//! ([`Place::Owned`]); a directory indexed in place elsewhere (`runs import DIR`) only loses
+//! its rows. A store this process cannot or must not write ([`write_access`]: a read-only file
+//! system, its permissions, or another user's store when running as root) is only read
+//! ([`Catalog::open_read`]) and never written.
+//!
 //! The database uses write-ahead logging and a busy timeout, so that runs ending at the same
 //! time in several processes can all register themselves. `docs/catalog.md` documents the
 //! schema and the commands built on it.
@@ -71,7 +78,7 @@ CREATE INDEX IF NOT EXISTS runs_study ON runs (study);
 /// Why the catalog could not do what it was asked.
 #[derive(Debug, Error)]
 pub enum CatalogError {
-    #[error("{path}: cannot open the run catalog: {source} (check the directory's permissions, or set SANDGLASS_RUNS_DIR to a writable place)")]
+    #[error("{}", sql_text(.path, .source, "cannot open the run catalog"))]
     Open {
         path: PathBuf,
         #[source]
@@ -79,12 +86,15 @@ pub enum CatalogError {
     },
     #[error("{path}: the run catalog has schema version {found}, newer than this sandglass reads ({SCHEMA_VERSION}); upgrade sandglass")]
     NewerSchema { path: PathBuf, found: i64 },
-    #[error("{path}: the run catalog failed: {source} (`sandglass runs rebuild` recreates it from the run directories)")]
+    #[error("{}", sql_text(.path, .source, "the run catalog failed"))]
     Sql {
         path: PathBuf,
         #[source]
         source: rusqlite::Error,
     },
+    /// The store cannot or must not be written by this process; it is only read.
+    #[error("{}: {}, so sandglass only reads it and writes nothing there; {}", .base.display(), .cause, .cause.fix())]
+    ReadOnly { base: PathBuf, cause: ReadOnly },
     #[error("{0}")]
     Damaged(#[from] ReadError),
     #[error("{path}: {message}")]
@@ -97,6 +107,8 @@ pub enum CatalogError {
     Duplicate { id: String, existing: PathBuf },
     #[error("no run or study {0} in the catalog; `sandglass runs` lists them (and `sandglass runs rebuild` indexes directories added by hand)")]
     NotFound(String),
+    #[error("the run id is empty (an unset variable?); give a run or study id, or a unique prefix of one (`sandglass runs` lists them)")]
+    EmptyId,
     #[error("{prefix} matches {count} runs ({examples}); give more of the id")]
     Ambiguous {
         prefix: String,
@@ -107,6 +119,8 @@ pub enum CatalogError {
     Running { id: String },
     #[error("{id} is a cell of study {study}; remove the whole study (sandglass runs rm {study})")]
     Cell { id: String, study: String },
+    #[error("{}: owned by uid {uid}, not by this user (uid {me}); sandglass removes only directories it wrote: remove it as uid {uid}, or by hand", .path.display())]
+    NotOwned { path: PathBuf, uid: u32, me: u32 },
     #[error("cannot remove {path}: {source}")]
     Remove {
         path: PathBuf,
@@ -119,6 +133,136 @@ pub enum CatalogError {
     /// A run its process abandoned could not be marked abandoned.
     #[error(transparent)]
     MarkRun(store::StoreError),
+}
+
+/// Why a store (a runs directory and its catalog) is only read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReadOnly {
+    /// The file system holding it is mounted read-only (`EROFS`).
+    FileSystem,
+    /// Root does not write into a directory another user owns (they could have planted it).
+    Owner { uid: u32 },
+    /// Its permissions do not let this user write it.
+    Permission { owner: u32, me: u32 },
+}
+
+impl std::fmt::Display for ReadOnly {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadOnly::FileSystem => write!(f, "it is on a read-only file system"),
+            ReadOnly::Owner { uid } => write!(f, "it is owned by uid {uid}, not by root"),
+            ReadOnly::Permission { owner, me } => write!(
+                f,
+                "it is owned by uid {owner} and not writable by this user (uid {me})"
+            ),
+        }
+    }
+}
+
+impl ReadOnly {
+    /// What to do to write there.
+    pub fn fix(&self) -> String {
+        match self {
+            ReadOnly::FileSystem => "remount it read-write, or set SANDGLASS_RUNS_DIR to a writable directory".into(),
+            ReadOnly::Owner { uid } => format!(
+                "run this as uid {uid}, or set SANDGLASS_RUNS_DIR to a directory root owns (root never writes into another user's directory)"
+            ),
+            ReadOnly::Permission { owner, .. } => format!(
+                "run this as uid {owner}, or set SANDGLASS_RUNS_DIR to a directory you may write"
+            ),
+        }
+    }
+}
+
+/// Whether this process may write the store `base` (its runs directory and catalog): root
+/// writes only into a directory (and a catalog) that root owns, anyone only where the file
+/// system and the permissions allow. A store that does not exist yet can be created.
+pub fn write_access(base: &Path) -> Result<(), ReadOnly> {
+    use std::os::unix::fs::MetadataExt;
+    let me = sandglass_sys::process::euid();
+    let Ok(link) = std::fs::symlink_metadata(base) else {
+        return Ok(());
+    };
+    // A link to the store: root follows only one root made.
+    if me == 0 && link.uid() != 0 {
+        return Err(ReadOnly::Owner { uid: link.uid() });
+    }
+    let Ok(meta) = std::fs::metadata(base) else {
+        return Ok(());
+    };
+    if me == 0 && meta.uid() != 0 {
+        return Err(ReadOnly::Owner { uid: meta.uid() });
+    }
+    let file = path_in(base);
+    let file_meta = std::fs::symlink_metadata(&file).ok();
+    if let Some(m) = &file_meta {
+        if me == 0 && m.uid() != 0 {
+            return Err(ReadOnly::Owner { uid: m.uid() });
+        }
+    }
+    let denied = |owner: u32, e: sandglass_sys::Errno| {
+        if e == sandglass_sys::fsaccess::EROFS {
+            Some(ReadOnly::FileSystem)
+        } else if e == sandglass_sys::Errno::EACCES || e == sandglass_sys::Errno::EPERM {
+            Some(ReadOnly::Permission { owner, me })
+        } else {
+            None
+        }
+    };
+    if let Err(e) = sandglass_sys::fsaccess::may_write(base) {
+        if let Some(r) = denied(meta.uid(), e) {
+            return Err(r);
+        }
+    }
+    if let Some(m) = file_meta {
+        if let Err(e) = sandglass_sys::fsaccess::may_write(&file) {
+            if let Some(r) = denied(m.uid(), e) {
+                return Err(r);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The one line of an SQLite failure on the catalog at `path`: its real cause (read-only,
+/// full, cannot be opened, damaged, busy, denied, an I/O error) and a fix that works.
+fn sql_text(path: &Path, source: &rusqlite::Error, what: &str) -> String {
+    use rusqlite::ErrorCode as C;
+    let p = path.display();
+    let me = sandglass_sys::process::euid();
+    match source.sqlite_error_code() {
+        Some(C::ReadOnly) => match path.parent().map(write_access) {
+            Some(Err(cause)) => format!(
+                "{p}: {what}: the catalog cannot be written: {cause}; {}",
+                cause.fix()
+            ),
+            _ => format!(
+                "{p}: {what}: SQLite found the catalog read-only ({source}); make the file and its directory writable by uid {me}, or set SANDGLASS_RUNS_DIR to a writable directory"
+            ),
+        },
+        Some(C::DiskFull) => format!(
+            "{p}: {what}: the disk is full ({source}); free space on it, or set SANDGLASS_RUNS_DIR to another disk (the run directories already written are intact)"
+        ),
+        Some(C::CannotOpen) => format!(
+            "{p}: {what}: cannot open the file ({source}); check that its directory exists and that uid {me} may read and write it, or set SANDGLASS_RUNS_DIR to a writable directory"
+        ),
+        Some(C::DatabaseCorrupt | C::NotADatabase) => format!(
+            "{p}: {what}: the catalog is damaged ({source}); `sandglass runs rebuild` recreates it from the run directories"
+        ),
+        Some(C::DatabaseBusy | C::DatabaseLocked) => format!(
+            "{p}: {what}: another process held the catalog for more than {} s ({source}); try again when it has finished",
+            BUSY_TIMEOUT.as_secs()
+        ),
+        Some(C::PermissionDenied | C::AuthorizationForStatementDenied) => format!(
+            "{p}: {what}: permission denied ({source}); make the file and its directory readable and writable by uid {me}, or set SANDGLASS_RUNS_DIR to a writable directory"
+        ),
+        Some(C::SystemIoFailure) => format!(
+            "{p}: {what}: the disk failed to read or write the catalog ({source}); check the disk (dmesg), then `sandglass runs rebuild` recreates the catalog"
+        ),
+        _ => format!(
+            "{p}: {what}: {source} (`sandglass runs rebuild` recreates the catalog from the run directories)"
+        ),
+    }
 }
 
 /// Why a date given to `--since` or `--until` was refused.
@@ -160,6 +304,9 @@ impl CatalogError {
                 | CatalogError::Running { .. }
                 | CatalogError::Cell { .. }
                 | CatalogError::NewerSchema { .. }
+                | CatalogError::ReadOnly { .. }
+                | CatalogError::NotOwned { .. }
+                | CatalogError::EmptyId
         )
     }
 }
@@ -229,9 +376,31 @@ pub struct RebuildReport {
 pub struct Catalog {
     conn: Connection,
     path: PathBuf,
+    /// The runs directory, resolved: the only place whose directories are ever deleted.
+    base: PathBuf,
     created: bool,
     /// Where a damaged database was moved when this one replaced it.
     moved_aside: Option<(PathBuf, String)>,
+    /// Why the store is only read ([`Catalog::open_read`]); every write is then refused.
+    read_only: Option<ReadOnly>,
+    /// What a read-only open has to say (the catalog was rebuilt in memory, or its newest
+    /// changes were not read).
+    read_note: Option<String>,
+    /// The catalog file a read-only open reads through `/proc/self/fd`.
+    _file: Option<std::fs::File>,
+}
+
+/// Where a catalogued directory lies, which decides whether sandglass may delete it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Place {
+    /// Directly inside the runs directory, a directory (not a link) this user owns.
+    Owned,
+    /// Outside the runs directory (imported in place), or a link: only its row may go.
+    External,
+    /// Inside the runs directory but owned by another user.
+    Foreign { uid: u32 },
+    /// No longer there.
+    Gone,
 }
 
 /// The catalog's path for the base directory `base`.
@@ -246,7 +415,16 @@ impl Catalog {
     /// catalog takes its place ([`Catalog::created`] is then true, and [`Catalog::moved_aside`]
     /// names the kept file): the catalog is only an index of the run directories, so
     /// [`Catalog::rebuild`] loses nothing recorded.
+    ///
+    /// A store this process cannot or must not write ([`write_access`]) is refused with
+    /// [`CatalogError::ReadOnly`]: commands that only read use [`Catalog::open_read`].
     pub fn open(base: &Path) -> Result<Catalog, CatalogError> {
+        if let Err(cause) = write_access(base) {
+            return Err(CatalogError::ReadOnly {
+                base: base.to_path_buf(),
+                cause,
+            });
+        }
         match Catalog::open_once(base) {
             Err(e) if e.is_damage() => {
                 let path = path_in(base);
@@ -279,6 +457,165 @@ impl Catalog {
         }
     }
 
+    /// Opens the catalog of `base` for reading: as [`Catalog::open`] when this process may
+    /// write the store, else read-only without writing anything there (no journal, no lock,
+    /// no run marked): the file is opened without following a link or blocking, and read by
+    /// SQLite as immutable; a store without a catalog, or with a damaged one, is indexed in
+    /// memory from its directories. Every write of a catalog opened read-only is refused
+    /// with [`CatalogError::ReadOnly`].
+    pub fn open_read(base: &Path) -> Result<Catalog, CatalogError> {
+        match write_access(base) {
+            Ok(()) => Catalog::open(base),
+            Err(cause) => Catalog::open_read_only(base, cause),
+        }
+    }
+
+    fn open_read_only(base: &Path, cause: ReadOnly) -> Result<Catalog, CatalogError> {
+        use std::os::fd::AsRawFd;
+        let path = path_in(base);
+        let resolved = absolute(base).unwrap_or_else(|_| base.to_path_buf());
+        let mut c = match sandglass_sys::fsaccess::open_regular(&path) {
+            Ok(file) if Path::new("/proc/self/fd").is_dir() => {
+                let uri = format!("file:/proc/self/fd/{}?immutable=1", file.as_raw_fd());
+                let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
+                    | rusqlite::OpenFlags::SQLITE_OPEN_URI
+                    | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
+                let conn = Connection::open_with_flags(uri, flags).map_err(|source| {
+                    CatalogError::Open {
+                        path: path.clone(),
+                        source,
+                    }
+                })?;
+                Catalog {
+                    conn,
+                    path: path.clone(),
+                    base: resolved.clone(),
+                    created: false,
+                    moved_aside: None,
+                    read_only: Some(cause.clone()),
+                    read_note: None,
+                    _file: Some(file),
+                }
+            }
+            Ok(_) => return Catalog::in_memory(base, cause, "/proc is not mounted".into()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Catalog::in_memory(base, cause, "it has no catalog".into())
+            }
+            Err(e) => {
+                return Err(CatalogError::Path(path, e.to_string()));
+            }
+        };
+        let version: Result<Option<String>, rusqlite::Error> = c
+            .conn
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'schema_version'",
+                [],
+                |r| r.get(0),
+            )
+            .optional();
+        match version {
+            Ok(v) => {
+                if let Some(found) = v.and_then(|v| v.parse::<i64>().ok()) {
+                    if found > SCHEMA_VERSION {
+                        return Err(CatalogError::NewerSchema { path, found });
+                    }
+                }
+            }
+            Err(source) => {
+                let e = CatalogError::Sql {
+                    path: path.clone(),
+                    source,
+                };
+                if e.is_damage() || is_missing_table(&e) {
+                    return Catalog::in_memory(
+                        base,
+                        cause,
+                        format!("its catalog is damaged ({e})"),
+                    );
+                }
+                return Err(e);
+            }
+        }
+        // Changes still in the write-ahead log (a writer is at work) are not read.
+        let wal = base.join(format!("{FILE_NAME}-wal"));
+        if std::fs::symlink_metadata(&wal).is_ok_and(|m| m.len() > 0) {
+            c.read_note = Some(format!(
+                "{} is being written by another process: the runs it catalogued last may be missing from this list",
+                path.display()
+            ));
+        }
+        Ok(c)
+    }
+
+    /// A catalog in memory, filled from the directories of `base` (read, never written).
+    fn in_memory(base: &Path, cause: ReadOnly, why: String) -> Result<Catalog, CatalogError> {
+        let path = path_in(base);
+        let open_err = |source| CatalogError::Open {
+            path: path.clone(),
+            source,
+        };
+        let conn = Connection::open_in_memory().map_err(open_err)?;
+        conn.execute_batch(SCHEMA).map_err(open_err)?;
+        let mut c = Catalog {
+            conn,
+            path: path.clone(),
+            base: absolute(base).unwrap_or_else(|_| base.to_path_buf()),
+            created: false,
+            moved_aside: None,
+            read_only: Some(cause),
+            read_note: Some(format!(
+                "{why}: the runs were indexed in memory from the directories of {}",
+                base.display()
+            )),
+            _file: None,
+        };
+        c.rebuild(base)?;
+        Ok(c)
+    }
+
+    /// Why this catalog is only read, when it is ([`Catalog::open_read`]).
+    pub fn read_only(&self) -> Option<&ReadOnly> {
+        self.read_only.as_ref()
+    }
+
+    /// What a read-only open has to say: the catalog was indexed in memory, or the newest
+    /// changes of its writer were not read.
+    pub fn read_note(&self) -> Option<&str> {
+        self.read_note.as_deref()
+    }
+
+    /// Refuses a write to a catalog opened read-only.
+    fn writable(&self) -> Result<(), CatalogError> {
+        match &self.read_only {
+            Some(cause) => Err(CatalogError::ReadOnly {
+                base: self.base.clone(),
+                cause: cause.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Where the directory of `e` lies: only an [`Place::Owned`] one may be deleted.
+    pub fn place(&self, e: &Entry) -> Place {
+        use std::os::unix::fs::MetadataExt;
+        let inside = e.path.parent() == Some(self.base.as_path())
+            && e.path
+                .file_name()
+                .is_some_and(|n| n != "." && n != ".." && !n.is_empty());
+        let meta = match std::fs::symlink_metadata(&e.path) {
+            Ok(m) => m,
+            Err(_) => return Place::Gone,
+        };
+        if !inside || !meta.file_type().is_dir() {
+            return Place::External;
+        }
+        let me = sandglass_sys::process::euid();
+        if meta.uid() != me {
+            return Place::Foreign { uid: meta.uid() };
+        }
+        Place::Owned
+    }
+
     /// The damaged file that [`Catalog::open`] moved aside, and SQLite's reason.
     pub fn moved_aside(&self) -> Option<(&Path, &str)> {
         self.moved_aside
@@ -306,8 +643,12 @@ impl Catalog {
         let mut c = Catalog {
             conn,
             path,
+            base: absolute(base).unwrap_or_else(|_| base.to_path_buf()),
             created: false,
             moved_aside: None,
+            read_only: None,
+            read_note: None,
+            _file: None,
         };
         c.created = c.init()?;
         Ok(c)
@@ -389,6 +730,7 @@ impl Catalog {
     /// cells), all in one transaction. A damaged directory adds nothing and is reported by the
     /// name of the file at fault. Returns the ids written.
     pub fn index(&mut self, dir: &Path) -> Result<Vec<String>, CatalogError> {
+        self.writable()?;
         // A run or study its process abandoned is marked before it is read.
         let _ = settle_dir(dir);
         self.index_settled(dir)
@@ -433,6 +775,7 @@ impl Catalog {
     /// enough for every start: finished runs the catalog knows are not read. Returns the
     /// directories marked.
     pub fn settle(&mut self, base: &Path) -> Result<Vec<PathBuf>, CatalogError> {
+        self.writable()?;
         let known: std::collections::BTreeMap<PathBuf, String> = {
             let mut stmt = self
                 .conn
@@ -498,6 +841,9 @@ impl Catalog {
     /// several rows is ambiguous, except that a study's id prefix names the study rather than
     /// its cells.
     pub fn resolve(&self, text: &str) -> Result<Entry, CatalogError> {
+        if text.trim().is_empty() {
+            return Err(CatalogError::EmptyId);
+        }
         if let Some(e) = self.get(text)? {
             return Ok(e);
         }
@@ -526,11 +872,15 @@ impl Catalog {
                 count: n,
                 examples: chosen
                     .iter()
-                    .take(3)
+                    .take(AMBIGUOUS_NAMED)
                     .map(|e| e.id.as_str())
                     .collect::<Vec<_>>()
                     .join(", ")
-                    + if n > 3 { ", …" } else { "" },
+                    + &if n > AMBIGUOUS_NAMED {
+                        format!(" and {} more", n - AMBIGUOUS_NAMED)
+                    } else {
+                        String::new()
+                    },
             }),
         }
     }
@@ -581,6 +931,7 @@ impl Catalog {
 
     /// Removes the row of `id` (and of its cells, for a study) without touching any directory.
     pub fn forget(&mut self, id: &str) -> Result<usize, CatalogError> {
+        self.writable()?;
         let path = self.path.clone();
         let sql = move |source| CatalogError::Sql {
             path: path.clone(),
@@ -596,8 +947,12 @@ impl Catalog {
 
     /// Removes the run or study `id`: its directory, then its rows (a study's cells with it).
     /// A run still marked running is refused unless `force`; a study's cell is refused (it
-    /// belongs to its study). Returns the removed entry.
-    pub fn remove(&mut self, id: &str, force: bool) -> Result<Entry, CatalogError> {
+    /// belongs to its study). Only a directory directly inside the runs directory, not a
+    /// link, owned by this user ([`Place::Owned`]) is deleted: one outside it (imported in
+    /// place) only loses its rows ([`Removal::Forgotten`]), one another user owns is refused.
+    /// Returns the removed entry and what was done.
+    pub fn remove(&mut self, id: &str, force: bool) -> Result<(Entry, Removal), CatalogError> {
+        self.writable()?;
         let e = self
             .get(id)?
             .ok_or_else(|| CatalogError::NotFound(id.into()))?;
@@ -610,14 +965,26 @@ impl Catalog {
         if e.state == "running" && !force {
             return Err(CatalogError::Running { id: e.id.clone() });
         }
-        if e.path.exists() {
-            std::fs::remove_dir_all(&e.path).map_err(|source| CatalogError::Remove {
-                path: e.path.clone(),
-                source,
-            })?;
-        }
+        let removal = match self.place(&e) {
+            Place::Owned => {
+                std::fs::remove_dir_all(&e.path).map_err(|source| CatalogError::Remove {
+                    path: e.path.clone(),
+                    source,
+                })?;
+                Removal::Deleted
+            }
+            Place::External => Removal::Forgotten,
+            Place::Gone => Removal::Gone,
+            Place::Foreign { uid } => {
+                return Err(CatalogError::NotOwned {
+                    path: e.path.clone(),
+                    uid,
+                    me: sandglass_sys::process::euid(),
+                })
+            }
+        };
         self.forget(&e.id)?;
-        Ok(e)
+        Ok((e, removal))
     }
 
     /// Recreates every row from the directories: each run and study directory under `base`
@@ -625,6 +992,10 @@ impl Catalog {
     /// that still exists. Damaged directories are reported in the result and left out; the
     /// rest is written in one transaction.
     pub fn rebuild(&mut self, base: &Path) -> Result<RebuildReport, CatalogError> {
+        // A read-only store is only ever indexed in memory.
+        if self._file.is_some() {
+            self.writable()?;
+        }
         let mut report = RebuildReport::default();
         let mut rows: Vec<Entry> = Vec::new();
         let mut seen: std::collections::BTreeSet<PathBuf> = Default::default();
@@ -661,7 +1032,9 @@ impl Catalog {
             if !seen.insert(abs.clone()) {
                 continue;
             }
-            let _ = settle_dir(&abs);
+            if self.read_only.is_none() {
+                let _ = settle_dir(&abs);
+            }
             if abs.join(study_run::STATE_FILE).exists() {
                 let (study, cells) = read_study_lenient(&abs, &mut report.skipped);
                 if let Some(s) = study {
@@ -712,6 +1085,26 @@ impl Catalog {
         report.indexed = unique.len();
         Ok(report)
     }
+}
+
+/// What [`Catalog::remove`] did with the directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Removal {
+    /// The directory (in the runs directory, this user's) was deleted.
+    Deleted,
+    /// The directory lies outside the runs directory (imported in place): it was left, and
+    /// only its rows removed.
+    Forgotten,
+    /// The directory was already gone.
+    Gone,
+}
+
+/// How many of the runs an ambiguous prefix matches are named.
+const AMBIGUOUS_NAMED: usize = 10;
+
+/// True when SQLite says a table is missing (an empty file is a database without tables).
+fn is_missing_table(e: &CatalogError) -> bool {
+    matches!(e, CatalogError::Sql { source: rusqlite::Error::SqliteFailure(_, Some(m)), .. } if m.contains("no such table"))
 }
 
 /// Marks the run or study in `dir` when its process abandoned it ([`store::mark_abandoned`],
@@ -1807,9 +2200,10 @@ mod tests {
             .remove("20261123-080000-noise-dddd", false)
             .expect_err("running");
         assert!(e.to_string().contains("--force"), "{e}");
-        let gone = c.remove("20261123-080000-noise-dddd", true).unwrap();
+        let (gone, how) = c.remove("20261123-080000-noise-dddd", true).unwrap();
         assert!(!gone.path.exists());
-        let gone = c.remove("20261120-080000-timer-aaaa", false).unwrap();
+        assert_eq!(how, Removal::Deleted);
+        let (gone, _) = c.remove("20261120-080000-timer-aaaa", false).unwrap();
         assert!(!gone.path.exists());
         assert_eq!(ids(&c, &Filter::default()).len(), 2);
 
@@ -1830,6 +2224,132 @@ mod tests {
         // The imported copy outside the base survives a rebuild.
         let report = c.rebuild(&base).unwrap();
         assert_eq!(report.indexed, 2, "{report:?}");
+    }
+
+    #[test]
+    fn rm_deletes_only_its_own_directories_and_an_id_must_be_given_whole() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().join("runs");
+        for i in 0..12 {
+            timer_run(
+                &base.join(format!("20261122-1000{i:02}-timer-aaaa")),
+                "2026-11-22T10:00:00Z",
+            );
+        }
+        let mut c = Catalog::open(&base).unwrap();
+        c.rebuild(&base).unwrap();
+        for empty in ["", " ", "\t"] {
+            assert!(
+                matches!(c.resolve(empty), Err(CatalogError::EmptyId)),
+                "{empty:?}"
+            );
+        }
+        let e = c.resolve("2026").expect_err("ambiguous");
+        let text = e.to_string();
+        assert!(text.contains("matches 12 runs"), "{text}");
+        assert!(text.contains("20261122-100009-timer-aaaa"), "{text}");
+        assert!(text.contains("and 2 more"), "{text}");
+        assert!(e.is_usage());
+
+        // Imported in place, and through a link in the runs directory: only forgotten.
+        let ext = timer_run(
+            &tmp.path().join("elsewhere").join("ext"),
+            "2026-11-22T11:00:00Z",
+        );
+        c.index(ext.path()).unwrap();
+        let target = timer_run(&tmp.path().join("target"), "2026-11-22T12:00:00Z");
+        std::os::unix::fs::symlink(target.path(), base.join("link")).unwrap();
+        c.index(&base.join("link")).unwrap();
+        for id in ["ext", "target"] {
+            let e = c.get(id).unwrap().unwrap();
+            assert_eq!(c.place(&e), Place::External, "{id}");
+            let (_, how) = c.remove(id, false).unwrap();
+            assert_eq!(how, Removal::Forgotten, "{id}");
+            assert!(e.path.join("manifest.json").is_file(), "{id}");
+            assert!(c.get(id).unwrap().is_none());
+        }
+        assert!(ext.path().is_dir() && target.path().is_dir());
+
+        // Another user's directory in the runs directory is refused (root only can make one).
+        let id = "20261122-100000-timer-aaaa";
+        if sandglass_sys::process::euid() == 0 {
+            let dir = base.join(id);
+            std::os::unix::fs::chown(&dir, Some(65534), Some(65534)).unwrap();
+            let e = c.remove(id, false).expect_err("foreign");
+            assert!(
+                matches!(e, CatalogError::NotOwned { uid: 65534, .. }),
+                "{e}"
+            );
+            assert!(dir.is_dir());
+            std::os::unix::fs::chown(&dir, Some(0), Some(0)).unwrap();
+        }
+        let (e, how) = c.remove(id, false).unwrap();
+        assert_eq!(how, Removal::Deleted);
+        assert!(!e.path.exists());
+    }
+
+    #[test]
+    fn sqlite_failures_name_their_cause_and_a_fix_that_works() {
+        use rusqlite::ffi;
+        let path = Path::new("/nonexistent-store/catalog.sqlite");
+        let text = |code| {
+            sql_text(
+                path,
+                &rusqlite::Error::SqliteFailure(ffi::Error::new(code), None),
+                "the run catalog failed",
+            )
+        };
+        let cases = [
+            (ffi::SQLITE_READONLY, "read-only"),
+            (ffi::SQLITE_FULL, "the disk is full"),
+            (ffi::SQLITE_CANTOPEN, "cannot open the file"),
+            (ffi::SQLITE_CORRUPT, "damaged"),
+            (ffi::SQLITE_BUSY, "another process held the catalog"),
+            (ffi::SQLITE_PERM, "permission denied"),
+        ];
+        let mut seen = std::collections::BTreeSet::new();
+        for (code, needle) in cases {
+            let t = text(code);
+            assert!(t.contains(needle), "{code}: {t}");
+            assert!(t.starts_with("/nonexistent-store/catalog.sqlite: "), "{t}");
+            // Only a damaged catalog is fixed by rebuilding it.
+            assert_eq!(
+                t.contains("runs rebuild"),
+                code == ffi::SQLITE_CORRUPT,
+                "{t}"
+            );
+            assert!(seen.insert(t));
+        }
+        // A store not written by root: its owner is named, with a fix that works.
+        let tmp = tempfile::tempdir().unwrap();
+        if sandglass_sys::process::euid() == 0 {
+            std::os::unix::fs::chown(tmp.path(), Some(65534), Some(65534)).unwrap();
+            let file = tmp.path().join(FILE_NAME);
+            let t = sql_text(
+                &file,
+                &rusqlite::Error::SqliteFailure(ffi::Error::new(ffi::SQLITE_READONLY), None),
+                "x",
+            );
+            assert!(
+                t.contains("owned by uid 65534") && t.contains("SANDGLASS_RUNS_DIR"),
+                "{t}"
+            );
+            assert_eq!(
+                write_access(tmp.path()),
+                Err(ReadOnly::Owner { uid: 65534 })
+            );
+            let e = Catalog::open(tmp.path()).err().expect("refused");
+            assert!(matches!(e, CatalogError::ReadOnly { .. }), "{e}");
+            assert!(!file.exists(), "nothing is created in another user's store");
+            // Read, in memory, without writing a thing.
+            let mut c = Catalog::open_read(tmp.path()).unwrap();
+            assert!(c.read_only().is_some());
+            assert!(c.list(&Filter::default()).unwrap().is_empty());
+            assert!(matches!(c.forget("x"), Err(CatalogError::ReadOnly { .. })));
+            assert!(!file.exists());
+        } else {
+            assert_eq!(write_access(tmp.path()), Ok(()));
+        }
     }
 
     #[test]

@@ -4,14 +4,17 @@
 //! catalog like any run), one hour long by default, so memory stays that of one run however
 //! long the monitor lives, and every sample is kept. With a duty cycle the threads measure
 //! only part of each cycle (`--duty 10%`: one second in ten) and sleep in between. After each
-//! segment the oldest segments go, by age (`--keep`) and by disk use (`--max-disk`); the
-//! segment just written is always kept.
+//! segment the oldest segments of the same monitor go, by age (`--keep`) and by disk use
+//! (`--max-disk`); the segment just written is always kept. A monitor's segments are those of
+//! its unit ([`unit_of`]: this host, the same measured CPUs) lying directly in its runs
+//! directory and owned by its user: another monitor's segments, a segment imported from
+//! elsewhere and anything another user wrote are never removed.
 //!
 //! SIGTERM, SIGINT or SIGHUP ends the segment under way (its files written and catalogued, state
 //! `interrupted`) and the monitor. A monitor that was killed leaves its segment `running`;
 //! the next start of any sandglass marks it incomplete (its samples kept) and carries on.
 
-use crate::catalog::{Catalog, CatalogError, Entry, Filter};
+use crate::catalog::{Catalog, CatalogError, Entry, Filter, Place};
 use crate::live::Live;
 use crate::runner::{Observer, RunContext, RunError};
 use crate::store::RunState;
@@ -55,6 +58,23 @@ pub fn is_segment(e: &Entry) -> bool {
             e.command_line.get(1).map(String::as_str),
             Some("monitor" | "top")
         )
+}
+
+/// The unit a segment belongs to: the CPUs its threads measured, as its manifest records them
+/// (`config.threads[].affinity`). Two monitors sharing a store measure different CPUs (a CPU
+/// is measured by one sandglass at a time), and a monitor restarted with the same CPUs is the
+/// same unit, so it removes the segments its predecessor left. `None` when the manifest
+/// cannot be read or records no CPU.
+pub fn unit_of(dir: &Path) -> Option<std::collections::BTreeSet<usize>> {
+    let r = crate::store::RunReader::open_any_state(dir).ok()?;
+    let cpus: std::collections::BTreeSet<usize> = r.manifest.config["threads"]
+        .as_array()?
+        .iter()
+        .filter_map(|t| t["affinity"].as_str())
+        .filter_map(|text| crate::cpulist::CpuList::parse(text).ok())
+        .flat_map(|l| l.to_vec())
+        .collect();
+    (!cpus.is_empty()).then_some(cpus)
 }
 
 /// Bytes used by the files of `dir` (not following links).
@@ -120,16 +140,27 @@ pub fn to_remove(
     out
 }
 
-/// Applies `rule` to the monitor's segments in the catalog of `base`, telling `obs` of each
-/// removal. Segments of other hosts (imported) are left alone.
+/// Applies `rule` to the segments of the monitor that has just written `own` (a segment
+/// directory) in the catalog of `base`, telling `obs` of each removal. Only segments of the
+/// same unit ([`unit_of`]) on this host, lying directly in `base` and owned by this user
+/// ([`Place::Owned`]), are considered: other monitors' segments, imported ones and other
+/// users' are left alone, and count for nothing in `--max-disk`.
 pub fn enforce(
     base: &Path,
     rule: Retention,
+    own: &Path,
     obs: &mut dyn MonitorObserver,
 ) -> Result<(), CatalogError> {
     if rule.keep.is_none() && rule.max_disk.is_none() {
         return Ok(());
     }
+    let Some(unit) = unit_of(own) else {
+        obs.note(&format!(
+            "warning: retention not applied: the CPUs of {} cannot be read from its manifest",
+            own.display()
+        ));
+        return Ok(());
+    };
     let mut cat = Catalog::open(base)?;
     let host = sandglass_sys::process::uname()
         .map(|u| u.nodename)
@@ -142,13 +173,15 @@ pub fn enforce(
         })?
         .into_iter()
         .filter(is_segment)
+        .filter(|e| cat.place(e) == Place::Owned)
+        .filter(|e| unit_of(&e.path).as_ref() == Some(&unit))
         .map(|e| {
             let b = disk_use(&e.path);
             (e, b)
         })
         .collect();
     for (_, id, why) in to_remove(&segments, rule, SystemTime::now()) {
-        let e = cat.remove(&id, false)?;
+        let (e, _) = cat.remove(&id, false)?;
         obs.removed(&e, &why);
     }
     Ok(())
@@ -230,7 +263,8 @@ pub fn run(
                 .unwrap_or_default();
         });
         obs.segment(&result);
-        if let Err(e) = enforce(&ctx.base_dir, config.retention, obs) {
+        let own = Path::new(&result.run.run_dir);
+        if let Err(e) = enforce(&ctx.base_dir, config.retention, own, obs) {
             obs.note(&format!("warning: retention not applied: {e}"));
         }
         last = Some(result.run.state);

@@ -15,6 +15,7 @@ pub mod child;
 pub mod clock;
 pub mod counter;
 pub mod errno;
+pub mod fsaccess;
 pub mod ipc;
 pub mod mem;
 pub mod process;

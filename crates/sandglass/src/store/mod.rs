@@ -59,6 +59,12 @@ pub enum StoreError {
     },
     #[error("{0} is being written by another sandglass process: give another -o, or wait for that run to end")]
     Busy(PathBuf),
+    /// The runs directory cannot or must not be written by this process.
+    #[error("cannot write a run into {}: {cause}; {}", .base.display(), .cause.fix())]
+    Store {
+        base: PathBuf,
+        cause: crate::catalog::ReadOnly,
+    },
     #[error("cannot write {path}: {source}")]
     Write {
         path: PathBuf,
@@ -283,6 +289,14 @@ impl RunDir {
                 _lock: lock,
                 path: p.to_path_buf(),
                 id,
+            });
+        }
+        // Root writes no run into a runs directory another user owns (they could have planted
+        // it), and nobody into a read-only one.
+        if let Err(cause) = crate::catalog::write_access(base) {
+            return Err(StoreError::Store {
+                base: base.to_path_buf(),
+                cause,
             });
         }
         create(base)?;
