@@ -4,6 +4,8 @@
 //! or write is touched. The user is nobody (uid 65534), through `setpriv`; without root or
 //! setpriv the tests skip with the reason.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::{is_root, lock, skip};
@@ -363,4 +365,66 @@ fn held_by(file: &Path, pid: u32) -> bool {
                 && f.get(5)
                     .is_some_and(|id| id.rsplit(':').next() == Some(&ino))
         })
+}
+
+/// Root's `-o` into a place others can write (`/tmp`): a directory nobody made there first, or
+/// a link nobody planted, is refused before anything is written through it.
+#[test]
+fn root_writes_no_run_into_a_directory_another_user_planted() {
+    let Some((_g, place, rt)) = root_made_runtime_dir() else {
+        return;
+    };
+    let open = place.path().join("open");
+    std::fs::create_dir(&open).expect("mkdir");
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).expect("chmod");
+    let theirs = open.join("run");
+    let made = as_nobody(&["mkdir", theirs.to_str().unwrap()]);
+    assert!(made.status.success(), "nobody's mkdir");
+    let (code, err) = root_run(
+        place.path(),
+        &rt,
+        &[
+            "timer",
+            "-c",
+            "1",
+            "-d",
+            "200ms",
+            "-q",
+            "-o",
+            theirs.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("is owned by uid 65534"), "{err}");
+    assert_eq!(
+        std::fs::read_dir(&theirs).unwrap().count(),
+        0,
+        "written into"
+    );
+    let target = place.path().join("target");
+    std::fs::create_dir(&target).expect("mkdir");
+    let link = open.join("link");
+    let planted = as_nobody(&["ln", "-s", target.to_str().unwrap(), link.to_str().unwrap()]);
+    assert!(planted.status.success(), "nobody's link");
+    let (code, err) = root_run(
+        place.path(),
+        &rt,
+        &[
+            "timer",
+            "-c",
+            "1",
+            "-d",
+            "200ms",
+            "-q",
+            "-o",
+            link.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("is a symbolic link"), "{err}");
+    assert_eq!(
+        std::fs::read_dir(&target).unwrap().count(),
+        0,
+        "written through"
+    );
 }

@@ -59,6 +59,10 @@ pub enum StoreError {
     },
     #[error("{0} is being written by another sandglass process: give another -o, or wait for that run to end")]
     Busy(PathBuf),
+    /// Root's `-o` names a link or a directory another user owns: they could have planted it,
+    /// and could plant links inside it while the run writes.
+    #[error("{}: {what}: root writes a run only into a directory of its own; give -o a path that does not exist yet, in a directory other users cannot write", .path.display())]
+    Planted { path: PathBuf, what: String },
     /// The runs directory cannot or must not be written by this process.
     #[error("cannot write a run into {}: {cause}; {}", .base.display(), .cause.fix())]
     Store {
@@ -254,6 +258,30 @@ fn lock_new(path: &Path) -> Result<Option<std::sync::Arc<DirLock>>, StoreError> 
     }
 }
 
+/// As root, refuses a run directory that is a link or owned by another user (checked after
+/// it was made or found: another user may have made it first, in /tmp for example).
+fn planted(p: &Path) -> Result<(), StoreError> {
+    use std::os::unix::fs::MetadataExt;
+    if sandglass_sys::process::euid() != 0 {
+        return Ok(());
+    }
+    let refuse = |what: String| StoreError::Planted {
+        path: p.to_path_buf(),
+        what,
+    };
+    let m = std::fs::symlink_metadata(p).map_err(|source| StoreError::Create {
+        path: p.to_path_buf(),
+        source,
+    })?;
+    if m.file_type().is_symlink() {
+        return Err(refuse("is a symbolic link".into()));
+    }
+    if m.uid() != 0 {
+        return Err(refuse(format!("is owned by uid {}", m.uid())));
+    }
+    Ok(())
+}
+
 impl RunDir {
     /// Creates the run directory: `explicit` when given (it must not exist or be empty),
     /// otherwise a new uniquely named directory under `base`.
@@ -279,6 +307,7 @@ impl RunDir {
             } else {
                 create(p)?;
             }
+            planted(p)?;
             let id = p
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
