@@ -30,7 +30,7 @@ pub const SIGHUP: i32 = libc::SIGHUP;
 /// The signals that end a run, as SIGINT (Ctrl-C) does: the run stops, its files are written
 /// and catalogued, and the exit code is 128 + the signal's number (130, 143, 129). Every place
 /// that blocks, waits for or recognises them uses this one list, so that a signal added here is
-/// handled everywhere.
+/// handled everywhere. SIGHUP is left out where it is ignored (`nohup`; see [`is_ignored`]).
 pub const TERMINATING: [i32; 3] = [SIGINT, SIGTERM, SIGHUP];
 
 /// [`TERMINATING`] and the terminal's job control (SIGTSTP, SIGCONT): what the main thread of a
@@ -66,13 +66,28 @@ pub const SIGTSTP: i32 = libc::SIGTSTP;
 /// SIGSTOP, as a number.
 pub const SIGSTOP: i32 = libc::SIGSTOP;
 
+/// True when `signo`'s disposition is to ignore it (`SIG_IGN`), as `nohup` sets SIGHUP's.
+pub fn is_ignored(signo: i32) -> bool {
+    // SAFETY: all-zero is a valid sigaction; with a null new action, sigaction only reads the
+    // current one into `old`.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(signo, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_IGN
+    }
+}
+
+/// The set of `signals`, less SIGHUP when it is ignored: a process started with `nohup` asked
+/// to outlive its terminal, so its hang-up is neither blocked nor taken (and ends nothing).
 pub(crate) fn sigset(signals: &[i32]) -> libc::sigset_t {
+    let skip_hangup = signals.contains(&SIGHUP) && is_ignored(SIGHUP);
     // SAFETY: sigemptyset initialises the set; sigaddset with a valid number only sets a bit.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
         for &s in signals {
-            libc::sigaddset(&mut set, s);
+            if !(skip_hangup && s == SIGHUP) {
+                libc::sigaddset(&mut set, s);
+            }
         }
         set
     }
@@ -236,6 +251,32 @@ mod tests {
         assert_eq!(WITH_JOB_CONTROL[TERMINATING.len()..], [SIGTSTP, SIGCONT]);
         assert!(is_terminating(SIGHUP) && !is_terminating(SIGTSTP));
         assert_eq!(name(SIGHUP), "SIGHUP");
+    }
+
+    #[test]
+    fn an_ignored_hang_up_is_neither_blocked_nor_taken() {
+        // In a child process: the test harness's own dispositions stay as they were.
+        // SAFETY: fork in a test; the child only calls async-signal-safe functions and
+        // _exit, the parent waits for it.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            // SAFETY: signal() with SIG_IGN, kill to itself and _exit are async-signal-safe.
+            let ok = unsafe {
+                libc::signal(SIGHUP, libc::SIG_IGN);
+                let ok = is_ignored(SIGHUP) && block(&TERMINATING).is_ok() && !is_blocked(SIGHUP);
+                libc::kill(libc::getpid(), SIGHUP);
+                ok && wait_timeout(&TERMINATING, 1_000_000).is_none()
+            };
+            // SAFETY: _exit ends the child without running the parent's exit handlers.
+            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+        }
+        let mut status = 0;
+        // SAFETY: waits for the child just forked.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "{status}"
+        );
     }
 
     #[test]
