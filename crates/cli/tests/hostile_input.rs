@@ -171,7 +171,7 @@ fn a_manifest_that_is_a_fifo_a_link_to_dev_zero_or_oversized_is_refused() {
 
     std::fs::remove_file(dir.join("manifest.json")).unwrap();
     std::fs::write(dir.join("manifest.json"), &saved).unwrap();
-    as_sparse(&dir, "manifest.json", 17 << 20);
+    as_sparse(&dir, "manifest.json", 65 << 20);
     every_reader_refuses(&runs, &dir, &["manifest.json", "above the limit"]);
 }
 

@@ -14,10 +14,12 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
-/// The largest `manifest.json` read: 16 MiB.
-pub const MANIFEST_BYTES: u64 = 16 << 20;
-/// The largest other file of a run directory read whole (summary.json and the other JSON and
-/// TOML files): 64 MiB. Tables are streamed, never read whole.
+/// The largest `manifest.json` read: 64 MiB (a manifest lists every file of its run, a few
+/// hundred bytes each, and a long run has thousands of segments).
+pub const MANIFEST_BYTES: u64 = 64 << 20;
+/// The largest other JSON or TOML file of a run directory (summary.json, loads.json): 64 MiB.
+/// Every file of a run is also read for at most the size its manifest records; tables are
+/// streamed, never read whole.
 pub const RUN_FILE_BYTES: u64 = 64 << 20;
 /// The largest study, task, workload or configuration file: 1 MiB.
 pub const INPUT_BYTES: u64 = 1 << 20;
