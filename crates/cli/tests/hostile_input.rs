@@ -480,3 +480,35 @@ fn an_incomplete_run_without_samples_advises_nothing_that_fails() {
     o.refused(&["incomplete", "kept any samples"]);
     assert!(!o.stderr.contains("--csv"), "{}", o.stderr);
 }
+
+/// A FIFO and a link to /dev/zero planted as the partial segment and row-group journal of an
+/// abandoned run: the next start marks the run incomplete without blocking, and leaves both
+/// where they are (sandglass did not write them).
+#[test]
+fn a_planted_partial_segment_neither_blocks_nor_is_removed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    let dir = timer_run(&runs);
+    let path = dir.join("manifest.json");
+    let mut m: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    m["state"] = "running".into();
+    std::fs::write(&path, serde_json::to_vec(&m).unwrap()).unwrap();
+    let partial = dir.join("samples-0099.parquet.partial");
+    let journal = dir.join("samples-0099.parquet.rowgroups");
+    mkfifo(&partial);
+    symlink("/dev/zero", &journal).unwrap();
+    let o = run(&runs, &["runs", "rebuild"]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let m = sandglass::store::RunReader::open_any_state(&dir)
+        .unwrap()
+        .manifest;
+    assert_eq!(m.state, sandglass::store::RunState::Incomplete);
+    assert!(
+        std::fs::symlink_metadata(&partial).is_ok(),
+        "the FIFO was removed"
+    );
+    assert!(
+        std::fs::symlink_metadata(&journal).is_ok(),
+        "the link was removed"
+    );
+}
