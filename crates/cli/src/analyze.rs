@@ -11,6 +11,7 @@ use sandglass::analysis::{
     admission, datafile, edf, fit, rta, significance, switch_cost, taskfile, trace, two_rate,
     worst_case,
 };
+use sandglass::bounded;
 use sandglass::experiments::rta_validate;
 use sandglass::inputs;
 use sandglass::units::Nanos;
@@ -326,9 +327,15 @@ pub struct TtestArgs {
     pub json: bool,
 }
 
+/// A task file (at most [`bounded::INPUT_BYTES`]).
 fn read_file(path: &Path) -> Result<String, Failure> {
-    std::fs::read_to_string(path)
-        .map_err(|e| Failure::usage(format!("{}: cannot read: {e}", path.display())))
+    bounded::read_input(path, "a task file").map_err(|e| Failure::usage(e.to_string()))
+}
+
+/// A data file: a histogram, points or numbers (at most [`bounded::DATA_BYTES`]).
+fn read_data(path: &Path, role: &'static str) -> Result<String, Failure> {
+    bounded::read_to_string(path, bounded::Links::Follow, bounded::DATA_BYTES, role)
+        .map_err(|e| Failure::usage(e.to_string()))
 }
 
 /// Writes `text` output, or prints `value` as the JSON of analysis `kind` (`rta`), with its
@@ -414,7 +421,7 @@ fn latency(l: &LatencyArgs) -> Result<Option<(Distribution, Option<f64>, String)
             Ok(Some((l.distribution, Some(l.rate_hz), l.description)))
         }
         (None, Some(h)) => {
-            let text = read_file(h)?;
+            let text = read_data(h, "a histogram")?;
             let d =
                 datafile::parse_histogram(h, &text).map_err(|e| Failure::usage(e.to_string()))?;
             Ok(Some((d, None, format!("histogram {}", h.display()))))
@@ -488,7 +495,7 @@ pub fn analyze(a: &AnalyzeArgs) -> Result<u8, Failure> {
         Kind::Mttf(s) => mttf_cmd(s),
         Kind::WorstCase(s) => worst_case_cmd(s),
         Kind::Fit(s) => {
-            let text = read_file(&s.file)?;
+            let text = read_data(&s.file, "a file of points")?;
             let points = datafile::parse_points(&s.file, &text)
                 .map_err(|e| Failure::usage(e.to_string()))?;
             let f = fit::fit_cost(&points)
@@ -526,7 +533,7 @@ pub fn analyze(a: &AnalyzeArgs) -> Result<u8, Failure> {
         Kind::CacheCost(s) => cache_cost_cmd(s),
         Kind::Ttest(s) => {
             let read = |p: &PathBuf| -> Result<Vec<f64>, Failure> {
-                let text = read_file(p)?;
+                let text = read_data(p, "a file of numbers")?;
                 datafile::parse_numbers(p, &text).map_err(|e| Failure::usage(e.to_string()))
             };
             let (x, y) = (read(&s.a)?, read(&s.b)?);

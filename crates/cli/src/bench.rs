@@ -426,9 +426,8 @@ pub fn bench(a: &BenchArgs) -> Result<u8, Failure> {
         }
         BenchKind::Budget(c) => {
             let shown = c.file.display().to_string();
-            let text = std::fs::read_to_string(&c.file).map_err(|e| {
-                Failure::usage(format!("{shown}: cannot read the budget file: {e}"))
-            })?;
+            let text = sandglass::bounded::read_input(&c.file, "a budget file")
+                .map_err(|e| Failure::usage(format!("cannot read the budget file: {e}")))?;
             let spec = budget::parse_budget(&text, &shown).map_err(Failure::usage)?;
             let config = budget::BudgetConfig {
                 spec,

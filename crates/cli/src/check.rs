@@ -128,8 +128,11 @@ fn choose_cpu(a: &CheckArgs) -> Result<usize, Failure> {
 }
 
 pub fn check(a: &CheckArgs) -> Result<u8, Failure> {
-    let w = workload::parse(&a.workload, &|p: &Path| std::fs::read_to_string(p))
-        .map_err(Failure::usage)?;
+    let w = workload::parse(&a.workload, &|p: &Path| {
+        sandglass::bounded::read_input(p, "a task file")
+            .map_err(|e| std::io::Error::other(e.to_string()))
+    })
+    .map_err(Failure::usage)?;
     let target = time_arg("--target", &a.target)?;
     if target < Nanos::from_secs(1) {
         return Err(Failure::usage(format!(

@@ -156,6 +156,12 @@ impl From<StudyError> for Failure {
     }
 }
 
+/// What `study` was asked to do, read before anything runs.
+enum Plan {
+    Resume(std::path::PathBuf),
+    New(Box<study::Study>),
+}
+
 pub fn study(a: &StudyArgs) -> Result<u8, Failure> {
     let stdout = io::stdout();
     if a.list {
@@ -189,17 +195,9 @@ pub fn study(a: &StudyArgs) -> Result<u8, Failure> {
         return Ok(0);
     }
     let scale = a.duration_scale.as_deref().map(scale_arg).transpose()?;
-    // SIGINT, SIGTERM and SIGHUP stay blocked from the start of the study until it is printed
-    // and catalogued: a second signal (SIGTERM after Ctrl-C) must not end the process before
-    // then. They are not blocked while the study file or its state is read, so that a read
-    // that blocks (a FIFO) can still be interrupted.
-    let _signals;
-    let mut ctx = context();
-    ctx.shared_cpus = Some(a.shared_cpus);
-    let mut console = StudyConsole {
-        console: Console::with_live_rows("wakeups"),
-    };
-    let outcome = if let Some(dir) = &a.resume {
+    // The input is read first, with SIGINT, SIGTERM and SIGHUP as they are: a study file that
+    // never ends (a FIFO) cannot hold the process.
+    let plan = if let Some(dir) = &a.resume {
         if a.output.is_some() {
             return Err(Failure::usage(
                 "--resume continues in the study's own directory; leave out -o",
@@ -207,7 +205,7 @@ pub fn study(a: &StudyArgs) -> Result<u8, Failure> {
         }
         let dir = match dir {
             Some(d) => d.clone(),
-            None => run::latest_unfinished(&ctx.base_dir)?,
+            None => run::latest_unfinished(&sandglass::store::default_base())?,
         };
         if let Some(name) = &a.study {
             let record = run::read_state(&dir)?;
@@ -221,8 +219,7 @@ pub fn study(a: &StudyArgs) -> Result<u8, Failure> {
                 )));
             }
         }
-        _signals = sandglass::runner::SignalHold::block()?;
-        run::resume(&dir, scale, &ctx, &mut console)?
+        Plan::Resume(dir)
     } else {
         let name = a.study.as_deref().ok_or_else(|| {
             Failure::usage(format!(
@@ -231,16 +228,30 @@ pub fn study(a: &StudyArgs) -> Result<u8, Failure> {
             ))
         })?;
         let s = load_study(name)?;
-        let scale = scale.unwrap_or(1.0);
         if a.dry_run {
-            return dry_run(&s, scale);
+            return dry_run(&s, scale.unwrap_or(1.0));
         }
-        let options = StudyOptions {
-            duration_scale: scale,
-            output: a.output.clone(),
-        };
-        _signals = sandglass::runner::SignalHold::block()?;
-        run::run(&s, &options, &ctx, &mut console)?
+        Plan::New(Box::new(s))
+    };
+    // From here SIGINT, SIGTERM and SIGHUP stay blocked until the study is printed and
+    // catalogued: the
+    // cells take them as a request to stop, and a second signal (SIGTERM after Ctrl-C) must not
+    // end the process before the study is recorded.
+    let _signals = sandglass::runner::SignalHold::block()?;
+    let mut ctx = context();
+    ctx.shared_cpus = Some(a.shared_cpus);
+    let mut console = StudyConsole {
+        console: Console::with_live_rows("wakeups"),
+    };
+    let outcome = match plan {
+        Plan::Resume(dir) => run::resume(&dir, scale, &ctx, &mut console)?,
+        Plan::New(s) => {
+            let options = StudyOptions {
+                duration_scale: scale.unwrap_or(1.0),
+                output: a.output.clone(),
+            };
+            run::run(&s, &options, &ctx, &mut console)?
+        }
     };
     console.console.clear();
     crate::common::register(&outcome.dir);

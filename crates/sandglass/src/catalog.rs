@@ -1149,6 +1149,9 @@ pub fn check_files(dir: &Path) -> Result<Vec<FileStatus>, ReadError> {
                 status: match result {
                     Ok(()) => "ok".into(),
                     Err(ReadError::Missing { .. }) => "missing".into(),
+                    Err(ReadError::Outside { .. }) => {
+                        "lies outside the run directory (the manifest was altered)".into()
+                    }
                     Err(ReadError::Size {
                         expected, actual, ..
                     }) => format!("{actual} bytes, {expected} expected (truncated or altered)"),

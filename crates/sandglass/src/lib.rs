@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 pub mod analysis;
+pub mod bounded;
 pub mod catalog;
 pub mod causes;
 pub mod check;

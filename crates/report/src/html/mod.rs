@@ -50,8 +50,14 @@ pub const DEFAULT_WINDOW: Nanos = Nanos(100_000_000);
 /// The verdict `sandglass check` wrote beside a timer run's results, when it did (an
 /// unreadable one is left out: the run's own figures still stand).
 fn check_of(r: &RunReader) -> Option<sandglass::check::CheckReport> {
-    let text = std::fs::read_to_string(r.path().join("check.json")).ok()?;
-    serde_json::from_str(&text).ok()
+    let text = sandglass::bounded::read(
+        &r.path().join("check.json"),
+        sandglass::bounded::Links::Refuse,
+        sandglass::bounded::RUN_FILE_BYTES,
+        "a check verdict",
+    )
+    .ok()?;
+    serde_json::from_slice(&text).ok()
 }
 
 pub fn run(r: &RunReader, o: &Options) -> Result<String, ExportError> {

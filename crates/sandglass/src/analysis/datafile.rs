@@ -46,6 +46,16 @@ pub enum DataFileError {
         /// What is wrong.
         reason: String,
     },
+    /// More histogram entries than are read.
+    #[error("{file}:{line}: more than {limit} histogram entries; merge bins (one line per latency value) or give a shorter histogram")]
+    TooMany {
+        /// The file.
+        file: String,
+        /// The line of the first entry over the limit.
+        line: usize,
+        /// The most allowed.
+        limit: usize,
+    },
     /// No data at all.
     #[error("{file}: no data: the file needs lines of {expected}")]
     Empty {
@@ -60,9 +70,9 @@ impl DataFileError {
     /// The line the error is about, when there is one.
     pub fn line(&self) -> Option<usize> {
         match self {
-            DataFileError::Malformed { line, .. } | DataFileError::BadField { line, .. } => {
-                Some(*line)
-            }
+            DataFileError::Malformed { line, .. }
+            | DataFileError::BadField { line, .. }
+            | DataFileError::TooMany { line, .. } => Some(*line),
             DataFileError::Empty { .. } => None,
         }
     }
@@ -108,6 +118,13 @@ pub fn parse_histogram(file: &Path, text: &str) -> Result<Distribution, DataFile
     let name = file.display().to_string();
     let mut bins = Vec::new();
     for (line, content) in lines(text) {
+        if bins.len() == crate::bounded::HISTOGRAM_ENTRIES {
+            return Err(DataFileError::TooMany {
+                file: name,
+                line,
+                limit: crate::bounded::HISTOGRAM_ENTRIES,
+            });
+        }
         let fields: Vec<&str> = content.split_whitespace().collect();
         let [value, count] = fields[..] else {
             return Err(DataFileError::Malformed {

@@ -124,6 +124,18 @@ pub enum TaskFileError {
         /// The TOML parser's description.
         message: String,
     },
+    /// More tasks than an analysis takes.
+    #[error(
+        "{file}: {count} tasks, above the limit of {limit} tasks in one set; analyse a smaller set"
+    )]
+    TooMany {
+        /// The file.
+        file: String,
+        /// The tasks it has.
+        count: usize,
+        /// The most allowed.
+        limit: usize,
+    },
     /// There is no `[[task]]` table.
     #[error("{file}: no [[task]] tables: describe each task in its own [[task]] table, for example\n{example}")]
     NoTasks {
@@ -224,7 +236,7 @@ impl TaskFileError {
     /// The line the error is about, when there is one.
     pub fn line(&self) -> Option<usize> {
         match self {
-            TaskFileError::NoTasks { .. } => None,
+            TaskFileError::NoTasks { .. } | TaskFileError::TooMany { .. } => None,
             TaskFileError::Syntax { line, .. }
             | TaskFileError::NotTaskTables { line, .. }
             | TaskFileError::UnknownKey { line, .. }
@@ -369,6 +381,13 @@ fn raw_tasks<'a>(
                 line,
             });
         };
+        if items.len() > crate::bounded::TASKS {
+            return Err(TaskFileError::TooMany {
+                file: ctx.file.clone(),
+                count: items.len(),
+                limit: crate::bounded::TASKS,
+            });
+        }
         for item in items.iter() {
             let DeValue::Table(table) = item.get_ref() else {
                 return Err(TaskFileError::NotTaskTables {

@@ -602,9 +602,10 @@ pub enum ReadError {
     )]
     Unfinished { run: PathBuf },
     #[error(
-        "{run}: the run is incomplete: its process ended before it finished (killed, crashed or the machine stopped), so it has no summary; the samples it kept export with `sandglass report {run} --csv DIR`, and its .parquet tables can be read directly (DuckDB, pandas)"
+        "{run}: the run is incomplete: its process ended before it finished (killed, crashed or the machine stopped), so it has no summary; {}",
+        incomplete_advice(run, *samples)
     )]
-    Incomplete { run: PathBuf },
+    Incomplete { run: PathBuf, samples: bool },
     #[error("{run}: the manifest lists no file {name}; this run has {available}")]
     NotListed {
         run: PathBuf,
@@ -613,6 +614,10 @@ pub enum ReadError {
     },
     #[error("{path}: missing, though the manifest lists it")]
     Missing { path: PathBuf },
+    #[error("{run}: the manifest lists '{name}', which lies outside the run directory; the manifest was altered: remove the run or restore its manifest")]
+    Outside { run: PathBuf, name: String },
+    #[error("{0}")]
+    Refused(crate::bounded::BoundedError),
     #[error("{path}: {actual} bytes where the manifest records {expected}: the file was truncated or altered")]
     Size {
         path: PathBuf,
@@ -631,6 +636,18 @@ pub enum ReadError {
         line: usize,
         what: String,
     },
+}
+
+/// What an incomplete run still offers: its samples when it kept any.
+fn incomplete_advice(run: &Path, samples: bool) -> String {
+    if samples {
+        format!(
+            "the samples it kept export with `sandglass report {} --csv DIR`, and its .parquet tables can be read directly (DuckDB, pandas)",
+            run.display()
+        )
+    } else {
+        "it ended before it kept any samples, so there is nothing to report or export; measure again".into()
+    }
 }
 
 /// A run directory opened for reading: every file is checked against the manifest's size and
@@ -654,6 +671,11 @@ impl RunReader {
         if r.manifest.state == RunState::Incomplete && !r.has("summary.json") {
             return Err(ReadError::Incomplete {
                 run: path.to_path_buf(),
+                samples: r
+                    .manifest
+                    .files
+                    .iter()
+                    .any(|f| f.name.ends_with(".parquet") || f.name.ends_with(".csv")),
             });
         }
         Ok(r)
@@ -676,12 +698,24 @@ impl RunReader {
     /// catalog lists those as `running`).
     pub fn open_any_state(path: &Path) -> Result<RunReader, ReadError> {
         let mpath = path.join("manifest.json");
-        if !mpath.exists() {
-            return Err(ReadError::NoManifest(path.to_path_buf()));
-        }
-        let text = std::fs::read(&mpath).map_err(|source| ReadError::Io {
-            path: mpath.clone(),
-            source,
+        let text = crate::bounded::read(
+            &mpath,
+            crate::bounded::Links::Refuse,
+            crate::bounded::MANIFEST_BYTES,
+            "a manifest",
+        )
+        .map_err(|e| match e {
+            crate::bounded::BoundedError::NotFound { .. } if path.is_dir() => {
+                ReadError::NoManifest(path.to_path_buf())
+            }
+            crate::bounded::BoundedError::NotFound { .. } => match std::fs::metadata(path) {
+                Err(source) if source.kind() != std::io::ErrorKind::NotFound => ReadError::Io {
+                    path: path.to_path_buf(),
+                    source,
+                },
+                _ => ReadError::NoManifest(path.to_path_buf()),
+            },
+            e => ReadError::Refused(e),
         })?;
         let version: Option<u32> = serde_json::from_slice::<serde_json::Value>(&text)
             .ok()
@@ -728,23 +762,25 @@ impl RunReader {
                     .collect::<Vec<_>>()
                     .join(", "),
             })?;
-        // Only plain names: a manifest cannot make the reader leave its directory.
-        if name.contains('/') || name.contains('\\') || name.starts_with('.') {
-            return Err(ReadError::Missing {
-                path: self.path.join(name),
-            });
+        let (file, path) = open_entry(&self.path, entry)?;
+        // JSON and TOML files have a size limit of their own; every file is read for at most
+        // the size the manifest records (the histogram logs of a long run are large, and were
+        // written so by sandglass).
+        let text_file = name.ends_with(".json") || name.ends_with(".toml");
+        if text_file && entry.bytes > crate::bounded::RUN_FILE_BYTES {
+            return Err(ReadError::Refused(crate::bounded::BoundedError::TooLarge {
+                path,
+                size: entry.bytes,
+                limit: crate::bounded::RUN_FILE_BYTES,
+                role: "a JSON or TOML file of a run directory",
+            }));
         }
-        let path = self.path.join(name);
-        let data = std::fs::read(&path).map_err(|source| {
-            if source.kind() == std::io::ErrorKind::NotFound {
-                ReadError::Missing { path: path.clone() }
-            } else {
-                ReadError::Io {
-                    path: path.clone(),
-                    source,
-                }
-            }
-        })?;
+        let mut data = Vec::with_capacity(entry.bytes as usize);
+        std::io::Read::read_to_end(&mut std::io::Read::take(&file, entry.bytes + 1), &mut data)
+            .map_err(|source| ReadError::Io {
+                path: path.clone(),
+                source,
+            })?;
         if data.len() as u64 != entry.bytes {
             return Err(ReadError::Size {
                 path,
@@ -782,28 +818,56 @@ impl RunReader {
 /// Checks file `entry` of run directory `dir` against its size and SHA-256 without keeping its
 /// contents (the file is hashed as it is read, so a large file costs no memory).
 pub fn verify_entry(dir: &Path, entry: &FileEntry) -> Result<(), ReadError> {
-    use std::io::Read;
+    verify_open(dir, entry).map(|_| ())
+}
+
+/// Opens file `entry` of run directory `dir` after checking that its name stays inside the
+/// directory, that it is a regular file and not a link, and that its size is the manifest's;
+/// nothing is read.
+fn open_entry(dir: &Path, entry: &FileEntry) -> Result<(std::fs::File, PathBuf), ReadError> {
     let name = entry.name.as_str();
     let path = dir.join(name);
-    if name.is_empty() || name.contains('/') || name.contains('\\') || name.starts_with('.') {
-        return Err(ReadError::Missing { path });
+    if name.is_empty()
+        || name.contains('/')
+        || name.contains('\\')
+        || name.starts_with('.')
+        || name.contains('\0')
+    {
+        return Err(ReadError::Outside {
+            run: dir.to_path_buf(),
+            name: name.to_string(),
+        });
     }
-    let io = |source: std::io::Error| {
-        if source.kind() == std::io::ErrorKind::NotFound {
-            ReadError::Missing { path: path.clone() }
-        } else {
-            ReadError::Io {
-                path: path.clone(),
-                source,
-            }
-        }
+    let (file, meta) =
+        crate::bounded::open(&path, crate::bounded::Links::Refuse).map_err(|e| match e {
+            crate::bounded::BoundedError::NotFound { path } => ReadError::Missing { path },
+            e => ReadError::Refused(e),
+        })?;
+    if meta.len() != entry.bytes {
+        return Err(ReadError::Size {
+            path,
+            expected: entry.bytes,
+            actual: meta.len(),
+        });
+    }
+    Ok((file, path))
+}
+
+/// [`verify_entry`], returning the file opened and checked, read back to its start.
+pub fn verify_open(dir: &Path, entry: &FileEntry) -> Result<std::fs::File, ReadError> {
+    use std::io::{Read, Seek};
+    let (mut f, path) = open_entry(dir, entry)?;
+    // At most one byte more than recorded: a file that grows is reported, never read on.
+    let mut limited = (&f).take(entry.bytes + 1);
+    let io = |source: std::io::Error| ReadError::Io {
+        path: path.clone(),
+        source,
     };
-    let mut f = std::fs::File::open(&path).map_err(io)?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 16];
     let mut actual = 0u64;
     loop {
-        let n = match f.read(&mut buf) {
+        let n = match limited.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
@@ -827,7 +891,8 @@ pub fn verify_entry(dir: &Path, entry: &FileEntry) -> Result<(), ReadError> {
     if digest != entry.sha256 {
         return Err(ReadError::Checksum { path });
     }
-    Ok(())
+    f.rewind().map_err(io)?;
+    Ok(f)
 }
 
 #[cfg(test)]
@@ -1010,9 +1075,8 @@ mod tests {
         )
         .expect("write");
         let r = RunReader::open(&dir).expect("open");
-        assert!(matches!(
-            r.read("../escape.csv"),
-            Err(ReadError::Missing { .. })
-        ));
+        let e = r.read("../escape.csv").expect_err("outside");
+        assert!(matches!(e, ReadError::Outside { .. }), "{e}");
+        assert!(e.to_string().contains("outside the run directory"), "{e}");
     }
 }

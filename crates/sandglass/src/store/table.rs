@@ -13,7 +13,9 @@
 //! complete Parquet file, in time order: `SELECT … FROM 'RUN/samples-*.parquet'` reads them all.
 //! A segment covers at most [`Limits::segment_ns`] of the run (ten minutes by default); within it,
 //! rows go out in row groups of at most [`Limits::row_group_rows`] rows or
-//! [`Limits::row_group_ns`] of the run, whichever comes first. Memory is the row-group buffer,
+//! [`Limits::row_group_ns`] of the run, whichever comes first; the first row group of a table is
+//! written once its first row has waited [`Limits::first_row_group_ns`] (250 ms), so that a run
+//! killed in its first seconds keeps what it measured. Memory is the row-group buffer,
 //! allocated once when the table is created, plus the footer of the open segment, which holds
 //! each of its row groups' metadata (about 4.4 KB in memory for a timer samples row group) until
 //! the segment closes: a segment's length bounds it (1.3 MB for ten minutes of 2 s row groups),
@@ -25,7 +27,8 @@
 //! the process ends without closing the segment (SIGKILL, a crash, power loss, a full disk),
 //! [`recover`] cuts the partial file after its last complete row group, writes the footer that
 //! the metadata describes and renames it into place: what was lost is at most the rows of the
-//! row group being filled (two seconds by default). The next sandglass that starts does this
+//! row group being filled (two seconds by default, the first 250 ms of a table's rows before
+//! its first row group). The next sandglass that starts does this
 //! for every run it finds abandoned.
 //!
 //! **Run format 1.** Runs written before format 2 kept these tables as CSV files (`samples.csv`
@@ -522,6 +525,9 @@ pub struct Limits {
     pub row_group_ns: u64,
     /// Longest stretch of the run one segment covers (from one multiple of it to the next).
     pub segment_ns: u64,
+    /// How long the first row group of a table waits before it is written: short, so that a
+    /// run killed in its first seconds still keeps samples (250 ms by default).
+    pub first_row_group_ns: u64,
 }
 
 impl Default for Limits {
@@ -530,6 +536,7 @@ impl Default for Limits {
             row_group_rows: 1 << 16,
             row_group_ns: 2_000_000_000,
             segment_ns: 600_000_000_000,
+            first_row_group_ns: 250_000_000,
         }
     }
 }
@@ -669,7 +676,9 @@ impl TableWriter {
     pub fn tick(&mut self, now_ns: u64) -> Result<(), StoreError> {
         let crossed = |since: u64, every: u64| now_ns / every.max(1) > since / every.max(1);
         if let Some(since) = self.buf_since_ns {
-            if crossed(since, self.limits.row_group_ns) {
+            let first = self.next_index == 0 && self.segment.is_none();
+            let first_due = first && now_ns.saturating_sub(since) >= self.limits.first_row_group_ns;
+            if first_due || crossed(since, self.limits.row_group_ns) {
                 self.flush(now_ns)?;
             }
         }
@@ -880,7 +889,23 @@ fn recover_one(dir: &Path, name: &str) -> Result<Recovered, StoreError> {
         path: path.to_path_buf(),
         source,
     };
-    let bytes = std::fs::read(&journal).unwrap_or_default();
+    // Neither file is touched unless both are regular files (never a FIFO, a device or a link
+    // planted beside a killed run), and the journal is read only up to its bound.
+    let refused = |e: crate::bounded::BoundedError| StoreError::Write {
+        path: e.path().to_path_buf(),
+        source: std::io::Error::other(e.to_string()),
+    };
+    crate::bounded::open(&partial, crate::bounded::Links::Refuse).map_err(refused)?;
+    let bytes = match crate::bounded::read(
+        &journal,
+        crate::bounded::Links::Refuse,
+        crate::bounded::JOURNAL_BYTES,
+        "a row-group journal",
+    ) {
+        Ok(b) => b,
+        Err(crate::bounded::BoundedError::NotFound { .. }) => Vec::new(),
+        Err(e) => return Err(refused(e)),
+    };
     let mut groups: Vec<RowGroupMetaData> = Vec::new();
     let mut schema: Option<Arc<SchemaDescriptor>> = None;
     let mut end = 0u64;
@@ -929,10 +954,20 @@ fn recover_one(dir: &Path, name: &str) -> Result<Recovered, StoreError> {
         ),
         groups,
     );
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .open(&partial)
-        .map_err(|e| io(&partial, e))?;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC);
+    }
+    let mut f = options.open(&partial).map_err(|e| io(&partial, e))?;
+    if !f.metadata().map_err(|e| io(&partial, e))?.is_file() {
+        return Err(io(
+            &partial,
+            std::io::Error::other("not a regular file; left as it is"),
+        ));
+    }
     f.set_len(end).map_err(|e| io(&partial, e))?;
     f.seek(SeekFrom::Start(end)).map_err(|e| io(&partial, e))?;
     let mut footer = Vec::new();
@@ -1042,12 +1077,8 @@ impl<'r> TableReader<'r> {
     }
 
     fn parquet(&self, f: &FileEntry) -> Result<SerializedFileReader<std::fs::File>, ReadError> {
-        super::verify_entry(self.dir, f)?;
+        let file = super::verify_open(self.dir, f)?;
         let path = self.dir.join(&f.name);
-        let file = std::fs::File::open(&path).map_err(|source| ReadError::Io {
-            path: path.clone(),
-            source,
-        })?;
         SerializedFileReader::new(file).map_err(|e| ReadError::Parquet {
             path,
             detail: e.to_string(),
@@ -1188,12 +1219,8 @@ impl<'r> TableReader<'r> {
         wanted: &[usize],
         each: &mut impl FnMut(&Batch) -> Result<bool, E>,
     ) -> Result<(), E> {
-        super::verify_entry(self.dir, f)?;
+        let file = super::verify_open(self.dir, f)?;
         let path = self.dir.join(&f.name);
-        let file = std::fs::File::open(&path).map_err(|source| ReadError::Io {
-            path: path.clone(),
-            source,
-        })?;
         let mut reader = csv::ReaderBuilder::new()
             .flexible(true)
             .trim(csv::Trim::All)
@@ -1344,6 +1371,7 @@ mod tests {
             row_group_rows: rows,
             row_group_ns: 1_000,
             segment_ns: 10_000,
+            first_row_group_ns: u64::MAX,
         }
     }
 
@@ -1387,6 +1415,30 @@ mod tests {
             warnings: vec![],
             files: vec![],
         }
+    }
+
+    #[test]
+    fn the_first_row_group_is_written_a_quarter_second_after_its_first_row() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = RunDir::create(Some(&tmp.path().join("run")), tmp.path(), "timer").expect("dir");
+        let mut w =
+            TableWriter::create(dir.path(), &TIMER_SAMPLES, Limits::default()).expect("writer");
+        let ms = 1_000_000u64;
+        for k in 0..100i64 {
+            push_sample(&mut w, k, k as u64 * ms);
+        }
+        w.tick(249 * ms).expect("tick");
+        assert!(w.segment.is_none(), "nothing is written before 250 ms");
+        w.tick(250 * ms).expect("tick");
+        let journal = w.segment.as_ref().expect("segment").journal_path.clone();
+        assert!(std::fs::metadata(&journal).expect("journal").len() > 0);
+        assert!(w.buf.is_empty());
+        // Later row groups wait for the next multiple of the normal length.
+        push_sample(&mut w, 100, 300 * ms);
+        w.tick(1_999 * ms).expect("tick");
+        assert_eq!(w.buf.len(), 1);
+        w.tick(2_000 * ms).expect("tick");
+        assert!(w.buf.is_empty());
     }
 
     #[test]
@@ -1441,6 +1493,7 @@ mod tests {
             row_group_rows: 100,
             row_group_ns: u64::MAX,
             segment_ns: u64::MAX,
+            first_row_group_ns: u64::MAX,
         };
         let mut w = TableWriter::create(dir.path(), &TIMER_SAMPLES, big).expect("writer");
         for k in 0..350i64 {

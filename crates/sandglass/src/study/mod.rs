@@ -13,7 +13,7 @@ pub mod table;
 
 use file::{StudyFile, StudyFileError};
 use serde::{Deserialize, Serialize};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// A study that ships with sandglass.
 pub struct Builtin {
@@ -91,7 +91,7 @@ pub struct Study {
 pub enum LoadError {
     #[error("{0}")]
     Invalid(#[from] StudyFileError),
-    #[error("cannot read the study file {path}: {reason}")]
+    #[error("cannot read the study file: {reason}")]
     Read { path: String, reason: String },
     #[error("'{0}' is neither a built-in study ({1}) nor a file; give a study file or one of those names")]
     Unknown(String, String),
@@ -113,6 +113,16 @@ pub fn parse(text: &str, source: Source) -> Result<Study, StudyFileError> {
         Source::File(p) => p.clone(),
     };
     let file = file::parse(Path::new(&name), text, &check_profile)?;
+    let count = cell_count(&file);
+    if count > crate::bounded::STUDY_CELLS {
+        return Err(StudyFileError::File {
+            file: PathBuf::from(&name),
+            message: format!(
+                "the matrix has {count} cells (measures x loads x settings x repetitions), above the limit of {}; split it into smaller studies",
+                crate::bounded::STUDY_CELLS
+            ),
+        });
+    }
     Ok(Study {
         file,
         text: text.to_string(),
@@ -125,10 +135,11 @@ pub fn parse(text: &str, source: Source) -> Result<Study, StudyFileError> {
 pub fn load(name_or_path: &str) -> Result<Study, LoadError> {
     let path = Path::new(name_or_path);
     if path.exists() {
-        let text = std::fs::read_to_string(path).map_err(|e| LoadError::Read {
-            path: name_or_path.to_string(),
-            reason: e.to_string(),
-        })?;
+        let text =
+            crate::bounded::read_input(path, "a study file").map_err(|e| LoadError::Read {
+                path: name_or_path.to_string(),
+                reason: e.to_string(),
+            })?;
         return Ok(parse(&text, Source::File(name_or_path.to_string()))?);
     }
     if let Some(b) = BUILTIN.iter().find(|b| b.name == name_or_path) {
@@ -137,7 +148,7 @@ pub fn load(name_or_path: &str) -> Result<Study, LoadError> {
     if name_or_path.ends_with(".toml") || name_or_path.contains('/') {
         return Err(LoadError::Read {
             path: name_or_path.to_string(),
-            reason: "no such file".into(),
+            reason: format!("{name_or_path}: no such file"),
         });
     }
     Err(LoadError::Unknown(
@@ -207,6 +218,36 @@ pub(crate) fn slug(text: &str) -> String {
 
 /// The cells of a study in running order: repetitions outermost, so that drift over the study
 /// affects every combination alike, then measures, loads and settings.
+/// How many cells [`cells`] makes of `s`, counted without making them (a matrix too large to
+/// run is refused before any work).
+pub fn cell_count(s: &StudyFile) -> u64 {
+    let reps = u64::from(s.study.repetitions.unwrap_or(1));
+    let per_repetition = s.measure.iter().fold(0u64, |sum, m| {
+        let loads = match &m.loads {
+            Some(names) => names
+                .get_ref()
+                .iter()
+                .filter(|n| s.load.iter().any(|l| &l.name == *n))
+                .count(),
+            None => s.load.len(),
+        }
+        .max(1) as u64;
+        let takes_settings = matches!(m.kind.get_ref().as_str(), "timer" | "noise");
+        let settings = match &m.settings {
+            Some(names) => names
+                .get_ref()
+                .iter()
+                .filter(|n| s.setting.iter().any(|x| &x.name == *n))
+                .count(),
+            None if !takes_settings => 1,
+            None => s.setting.len(),
+        }
+        .max(1) as u64;
+        sum.saturating_add(loads.saturating_mul(settings))
+    });
+    reps.saturating_mul(per_repetition)
+}
+
 pub fn cells(s: &StudyFile) -> Vec<Cell> {
     let reps = s.study.repetitions.unwrap_or(1);
     let mut out = Vec::new();
@@ -331,6 +372,7 @@ policy = "o:0"
         let c = cells(&s);
         // Per repetition: timer × 2 loads × 2 settings, and the load alone under net only.
         assert_eq!(c.len(), 2 * (4 + 1));
+        assert_eq!(cell_count(&s), c.len() as u64);
         assert_eq!(c[0].id, "cell-001-timer-idle-fifo-r1");
         assert_eq!(c[4].id, "cell-005-alone-net-r1");
         assert_eq!(c[5].repetition, 2);
@@ -344,6 +386,7 @@ policy = "o:0"
         let s = study("[study]\nname = \"x\"\n[[measure]]\nkind = \"noise\"\nduration = \"1s\"\n");
         let c = cells(&s);
         assert_eq!(c.len(), 1);
+        assert_eq!(cell_count(&s), 1);
         assert_eq!(c[0].id, "cell-001-noise-idle");
         assert_eq!(c[0].labels(&s).setting, NO_SETTING);
     }

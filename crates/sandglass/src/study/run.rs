@@ -271,11 +271,18 @@ fn write_state(dir: &Path, record: &StudyRecord) -> Result<(), StudyError> {
 /// Reads a study directory's state.
 pub fn read_state(dir: &Path) -> Result<StudyRecord, StudyError> {
     let path = dir.join(STATE_FILE);
-    let text = std::fs::read(&path).map_err(|e| {
-        StudyError::Usage(format!(
-            "{}: not a study directory ({e}); give the directory a study printed when it stopped",
+    let text = crate::bounded::read(
+        &path,
+        crate::bounded::Links::Refuse,
+        crate::bounded::MANIFEST_BYTES,
+        "a study state",
+    )
+    .map_err(|e| match e {
+        crate::bounded::BoundedError::NotFound { .. } => StudyError::Usage(format!(
+            "{}: not a study directory (it has no {STATE_FILE}); give the directory a study printed when it stopped",
             dir.display()
-        ))
+        )),
+        e => StudyError::Usage(e.to_string()),
     })?;
     let record: StudyRecord = serde_json::from_slice(&text).map_err(|e| {
         StudyError::Usage(format!(
