@@ -234,9 +234,8 @@ pub fn study(a: &StudyArgs) -> Result<u8, Failure> {
         Plan::New(Box::new(s))
     };
     // From here SIGINT, SIGTERM and SIGHUP stay blocked until the study is printed and
-    // catalogued: the
-    // cells take them as a request to stop, and a second signal (SIGTERM after Ctrl-C) must not
-    // end the process before the study is recorded.
+    // catalogued: the cells take them as a request to stop, and a second signal (SIGTERM after
+    // Ctrl-C) must not end the process before the study is recorded.
     let _signals = sandglass::runner::SignalHold::block()?;
     let mut ctx = context();
     ctx.shared_cpus = Some(a.shared_cpus);
