@@ -377,54 +377,39 @@ fn root_writes_no_run_into_a_directory_another_user_planted() {
     let open = place.path().join("open");
     std::fs::create_dir(&open).expect("mkdir");
     std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).expect("chmod");
+    // Root's run into `dir` is refused naming `why`, and nothing is written into `inside`.
+    let refused = |dir: &Path, why: &str, inside: &Path| {
+        let (code, err) = root_run(
+            place.path(),
+            &rt,
+            &[
+                "timer",
+                "-c",
+                "1",
+                "-d",
+                "200ms",
+                "-q",
+                "-o",
+                dir.to_str().unwrap(),
+            ],
+        );
+        assert_eq!(code, Some(2), "{err}");
+        assert!(err.contains(why), "{err}");
+        assert_eq!(
+            std::fs::read_dir(inside).unwrap().count(),
+            0,
+            "{}",
+            inside.display()
+        );
+    };
     let theirs = open.join("run");
     let made = as_nobody(&["mkdir", theirs.to_str().unwrap()]);
     assert!(made.status.success(), "nobody's mkdir");
-    let (code, err) = root_run(
-        place.path(),
-        &rt,
-        &[
-            "timer",
-            "-c",
-            "1",
-            "-d",
-            "200ms",
-            "-q",
-            "-o",
-            theirs.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains("is owned by uid 65534"), "{err}");
-    assert_eq!(
-        std::fs::read_dir(&theirs).unwrap().count(),
-        0,
-        "written into"
-    );
+    refused(&theirs, "is owned by uid 65534", &theirs);
     let target = place.path().join("target");
     std::fs::create_dir(&target).expect("mkdir");
     let link = open.join("link");
     let planted = as_nobody(&["ln", "-s", target.to_str().unwrap(), link.to_str().unwrap()]);
     assert!(planted.status.success(), "nobody's link");
-    let (code, err) = root_run(
-        place.path(),
-        &rt,
-        &[
-            "timer",
-            "-c",
-            "1",
-            "-d",
-            "200ms",
-            "-q",
-            "-o",
-            link.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains("is a symbolic link"), "{err}");
-    assert_eq!(
-        std::fs::read_dir(&target).unwrap().count(),
-        0,
-        "written through"
-    );
+    refused(&link, "is a symbolic link", &target);
 }

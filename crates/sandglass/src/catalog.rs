@@ -474,8 +474,8 @@ impl Catalog {
         use std::os::fd::AsRawFd;
         let path = path_in(base);
         let resolved = absolute(base).unwrap_or_else(|_| base.to_path_buf());
-        let mut c = match sandglass_sys::fsaccess::open_regular(&path) {
-            Ok(file) if Path::new("/proc/self/fd").is_dir() => {
+        let mut c = match crate::bounded::open(&path, crate::bounded::Links::Refuse) {
+            Ok((file, _)) if Path::new("/proc/self/fd").is_dir() => {
                 let uri = format!("file:/proc/self/fd/{}?immutable=1", file.as_raw_fd());
                 let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
                     | rusqlite::OpenFlags::SQLITE_OPEN_URI
@@ -498,7 +498,7 @@ impl Catalog {
                 }
             }
             Ok(_) => return Catalog::in_memory(base, cause, "/proc is not mounted".into()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(crate::bounded::BoundedError::NotFound { .. }) => {
                 return Catalog::in_memory(base, cause, "it has no catalog".into())
             }
             Err(e) => {

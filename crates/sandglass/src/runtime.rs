@@ -220,16 +220,27 @@ impl RuntimeDir {
     /// Reads `name` (at most 64 KiB), refusing what [`RuntimeDir::open_file`] refuses; `None`
     /// when it does not exist.
     pub fn read(&self, name: &str) -> Result<Option<String>, RuntimeError> {
+        use crate::bounded::{self, BoundedError, Links};
         let path = self.path.join(name);
-        let file = match OpenOptions::new()
-            .read(true)
-            .custom_flags(sandglass_sys::process::O_NOFOLLOW | sandglass_sys::process::O_NONBLOCK)
-            .open(&path)
-        {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(RuntimeError::io(&path, e)),
-        };
+        let (file, _) =
+            match bounded::open_limited(&path, Links::Refuse, MAX_READ, "a runtime record") {
+                Ok(f) => f,
+                Err(BoundedError::NotFound { .. }) => return Ok(None),
+                Err(BoundedError::NotRegular { what, .. }) => {
+                    return Err(RuntimeError::Unsafe {
+                        path: path.clone(),
+                        what: format!("is {what}, not a regular file"),
+                        fix: "remove it: sandglass writes its own anew".into(),
+                    })
+                }
+                Err(e) => {
+                    return Err(RuntimeError::Unsafe {
+                        path: path.clone(),
+                        what: e.to_string(),
+                        fix: "remove it: sandglass writes its own anew".into(),
+                    })
+                }
+            };
         self.check_file(&path, &file)?;
         let mut text = String::new();
         file.take(MAX_READ)
