@@ -129,8 +129,8 @@ fn own_cgroup() -> Option<PathBuf> {
 }
 
 /// Whether `dir` is a cgroup that sandglass process `owner` made for a load: below the cgroup
-/// v2 mount `mount`, with no `.` or `..` in its path, a directory rather than a link, named
-/// `sandglass-load-OWNER-N`.
+/// v2 mount `mount`, with no `.` or `..` in its path, named `sandglass-load-OWNER-N`, and a
+/// directory rather than a link (or gone already: its warden removed it).
 fn is_load_cgroup(dir: &Path, mount: &Path, owner: i32) -> bool {
     use std::path::Component;
     let plain = dir
@@ -141,11 +141,11 @@ fn is_load_cgroup(dir: &Path, mount: &Path, owner: i32) -> bool {
         .and_then(|n| n.to_str())
         .and_then(|n| n.strip_prefix(&format!("sandglass-load-{owner}-")))
         .is_some_and(|seq| !seq.is_empty() && seq.bytes().all(|b| b.is_ascii_digit()));
-    plain
-        && named
-        && dir.starts_with(mount)
-        && dir != mount
-        && dir.symlink_metadata().is_ok_and(|m| m.is_dir())
+    let kind = match dir.symlink_metadata() {
+        Ok(m) => m.is_dir(),
+        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+    };
+    plain && named && kind && dir.starts_with(mount) && dir != mount
 }
 
 /// Makes a cgroup for one load below this process's own, when this process may move a child
@@ -620,6 +620,8 @@ mod tests {
         std::os::unix::fs::symlink(&user, &link).expect("symlink");
         assert!(!is_load_cgroup(&link, mount, 10));
         assert!(!is_load_cgroup(mount, mount, 10));
+        // One its warden has removed already: nothing left to end.
+        assert!(is_load_cgroup(&mount.join("sandglass-load-10-6"), mount, 10));
         assert!(!is_load_cgroup(
             &mount.join("sandglass-load-10-x"),
             mount,
