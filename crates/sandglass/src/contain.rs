@@ -621,7 +621,11 @@ mod tests {
         assert!(!is_load_cgroup(&link, mount, 10));
         assert!(!is_load_cgroup(mount, mount, 10));
         // One its warden has removed already: nothing left to end.
-        assert!(is_load_cgroup(&mount.join("sandglass-load-10-6"), mount, 10));
+        assert!(is_load_cgroup(
+            &mount.join("sandglass-load-10-6"),
+            mount,
+            10
+        ));
         assert!(!is_load_cgroup(
             &mount.join("sandglass-load-10-x"),
             mount,
