@@ -22,7 +22,7 @@ the kernel state identical before and after.
 
 SIGKILL cases: the run is killed; no process of it may remain (loads have a parent-death
 signal), the kernel state must be identical but for a traced run's tracefs instance, which the
-next traced run must remove; the next run must work, `runs` and `runs rebuild` must work, the
+next start must remove; the next run must work, `runs` and `runs rebuild` must work, the
 catalog database must pass SQLite's integrity check, the killed directory must never be
 presented as a finished run (`report` refuses it), and a killed study must finish with
 `study --resume`.
@@ -41,6 +41,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import sqlite3
@@ -191,8 +192,10 @@ class KernelState:
             insts = []
             for name in sorted(os.listdir(os.path.join(t, "instances"))):
                 # Another user's live sandglass run is not ours to judge.
-                if name.startswith("sandglass-") and name[10:].isdigit():
-                    pid = int(name[10:])
+                # sandglass-PID-START (sandglass-PID before the start time was in the name).
+                m = re.match(r"sandglass-(\d+)(?:-\d+)?$", name)
+                if m:
+                    pid = int(m.group(1))
                     if os.path.exists("/proc/%d" % pid) and not self.ours(pid):
                         continue
                 insts.append(name)
@@ -661,12 +664,13 @@ class Soak:
             self.fig["orphans"] += len(orphans)
             problems.append("left behind after SIGKILL: %s" % "; ".join(orphans))
         after = self.ks.snapshot()
-        stale = "sandglass-%d" % p.pid
         insts_b = set(before.get("tracefs:instances/", "").split())
         insts_a = set(after.get("tracefs:instances/", "").split())
-        res["stale_instance"] = stale in insts_a
+        # The killed run's instance: sandglass-PID-START.
+        stale = {n for n in insts_a if n.startswith("sandglass-%d-" % p.pid)}
+        res["stale_instance"] = bool(stale)
         changed = KernelState.diff(before, after, ignore=("tracefs:instances/",))
-        extra = insts_a - insts_b - {stale}
+        extra = insts_a - insts_b - stale
         if insts_b - insts_a or extra:
             changed.append("tracefs instances %s -> %s" % (sorted(insts_b), sorted(insts_a)))
         if changed:
@@ -698,9 +702,9 @@ class Soak:
         elif d2:
             self.expected[d2[0]] = "completed"
         after2 = self.ks.snapshot()
-        res["stale_removed"] = stale not in after2.get("tracefs:instances/", "").split()
+        res["stale_removed"] = not stale & set(after2.get("tracefs:instances/", "").split())
         if res["stale_instance"] and not res["stale_removed"]:
-            problems.append("stale tracefs instance %s not removed by the next traced run" % stale)
+            problems.append("stale tracefs instance %s not removed by the next run" % " ".join(sorted(stale)))
         changed2 = KernelState.diff(before, after2)
         if changed2:
             self.fig["kernel_changed"] += 1
