@@ -180,6 +180,9 @@ impl Drop for Server {
 /// (milliseconds since the server started), and the handle that closes it.
 struct Held {
     waiting_since: Arc<AtomicU64>,
+    /// Its place in the order of accepts: of two that began waiting in the same millisecond,
+    /// the one accepted first has waited longer.
+    seq: u64,
     abort: tokio::task::AbortHandle,
 }
 
@@ -193,6 +196,7 @@ async fn serve(
     // The connections under way, aborted together when the server stops.
     let mut tasks = tokio::task::JoinSet::new();
     let mut held: HashMap<tokio::task::Id, Held> = HashMap::new();
+    let mut accepts = 0u64;
     loop {
         tokio::select! {
             biased;
@@ -220,7 +224,7 @@ async fn serve(
                     // honest scrape is never the one closed while idle ones are held.
                     let oldest = held
                         .iter()
-                        .min_by_key(|(_, h)| h.waiting_since.load(Ordering::Relaxed))
+                        .min_by_key(|(_, h)| (h.waiting_since.load(Ordering::Relaxed), h.seq))
                         .map(|(id, _)| *id);
                     if let Some(h) = oldest.and_then(|id| held.remove(&id)) {
                         h.abort.abort();
@@ -234,7 +238,15 @@ async fn serve(
                     waiting_since.clone(),
                     epoch,
                 ));
-                held.insert(abort.id(), Held { waiting_since, abort });
+                accepts += 1;
+                held.insert(
+                    abort.id(),
+                    Held {
+                        waiting_since,
+                        seq: accepts,
+                        abort,
+                    },
+                );
             }
         }
     }
