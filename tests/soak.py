@@ -13,7 +13,7 @@ Each signalled run: a kind chosen by the seeded generator (timer, noise, Hourgla
 bench ctxsw and timer-overhead, study quick at a tenth of its length, traced runs when tracefs is
 usable, runs with built-in loads and with external load processes), SIGINT or SIGTERM (and
 sometimes the other one shortly after) at a random moment between 0.05 s and the planned
-length. Then: the exit code (130 after SIGINT, 143 after SIGTERM, README.md), the run directory (a study's
+length. Then: the exit code (130 after SIGINT, 143 after SIGTERM, docs/guide.md), the run directory (a study's
 directory and cells) with its manifest state `interrupted` (or `completed` when the signal came
 after the end, counted apart), every file the manifest lists checked against its size and
 SHA-256 here and by `sandglass runs show`, `sandglass report` reading it, `sandglass runs --all
@@ -615,7 +615,7 @@ class Soak:
             if state == "completed" and sent and kind.min_runtime and at < kind.min_runtime - 0.05:
                 problems.append("completed although signalled at %.3f s, before the end of its %.1f s" % (
                     at, kind.min_runtime))
-            # README: 130 after SIGINT, 143 after SIGTERM (the first one taken), 0 for a run that
+            # docs/guide.md: 130 after SIGINT, 143 after SIGTERM (the first one taken), 0 for a run that
             # ended before the signal could cut it short.
             by_signal = {128 + int(s) for s in sent}
             if state == "interrupted" and rc not in by_signal:

@@ -176,9 +176,10 @@ pub struct AdmissionArgs {
 /// Where a latency distribution comes from.
 #[derive(Args)]
 pub struct LatencyArgs {
-    /// Latency distribution from a timer run or an hourglass LAT thread
-    #[arg(long)]
-    pub run: Option<PathBuf>,
+    /// Latency distribution from a timer run or an hourglass LAT thread: a run directory, a
+    /// run id or unique prefix of one, or STUDY/CELL
+    #[arg(long, value_name = "RUN")]
+    pub run: Option<String>,
     /// CPU (timer run) or thread (hourglass run) when the run has several [default: the worst,
     /// by p99.9]
     #[arg(long)]
@@ -281,8 +282,8 @@ pub struct SwitchCostArgs {
 
 #[derive(Args)]
 pub struct CtxswArgs {
-    /// An hourglass run directory
-    pub run: PathBuf,
+    /// An hourglass run: a directory, a run id or unique prefix of one, or STUDY/CELL
+    pub run: String,
     /// Print JSON
     #[arg(long)]
     pub json: bool,
@@ -378,6 +379,7 @@ fn task_set(a: &SetArgs) -> Result<(Vec<Task>, Vec<String>), Failure> {
     if let Some(spec) = &a.jitter_from {
         let (run, q, select) =
             inputs::parse_run_at(spec).map_err(|e| Failure::usage(format!("--jitter-from {e}")))?;
+        let run = run_dir("--jitter-from", &run)?;
         let lat = inputs::latency_from_run(&run, select, q)
             .map_err(|e| Failure::usage(format!("--jitter-from: {e}")))?;
         let j = lat.value_at(q).unwrap_or(0).max(0) as u64;
@@ -397,6 +399,7 @@ fn task_set(a: &SetArgs) -> Result<(Vec<Task>, Vec<String>), Failure> {
         })?;
         let (run, q, select) =
             inputs::parse_run_at(at).map_err(|e| Failure::usage(format!("--wcet-from {e}")))?;
+        let run = run_dir("--wcet-from", &run)?;
         let (c, what) = inputs::execution_time_from_run(&run, select, q)
             .map_err(|e| Failure::usage(format!("--wcet-from: {e}")))?;
         let task = tasks.iter_mut().find(|t| t.name == name).ok_or_else(|| {
@@ -411,13 +414,21 @@ fn task_set(a: &SetArgs) -> Result<(Vec<Task>, Vec<String>), Failure> {
     Ok((tasks, notes))
 }
 
+/// The directory of the run `run` names (as the flag `flag` gave it): a directory, an id, a
+/// unique prefix of one, or STUDY/CELL (`common::resolve_run`).
+fn run_dir(flag: &str, run: &Path) -> Result<PathBuf, Failure> {
+    crate::common::resolve_run(&run.to_string_lossy())
+        .map_err(|e| Failure::usage(format!("{flag}: {e}")))
+}
+
 /// A latency distribution and its rate from `--run` or `--histogram`.
 fn latency(l: &LatencyArgs) -> Result<Option<(Distribution, Option<f64>, String)>, Failure> {
     let cpu = l.cpu;
     match (&l.run, &l.histogram) {
         (Some(_), Some(_)) => Err(Failure::usage("give --run or --histogram, not both")),
         (Some(r), None) => {
-            let l = inputs::latency_from_run(r, cpu, inputs::WORST_BY).map_err(Failure::usage)?;
+            let r = run_dir("--run", Path::new(r))?;
+            let l = inputs::latency_from_run(&r, cpu, inputs::WORST_BY).map_err(Failure::usage)?;
             Ok(Some((l.distribution, Some(l.rate_hz), l.description)))
         }
         (None, Some(h)) => {
@@ -587,7 +598,7 @@ fn mttf_cmd(s: &MttfArgs) -> Result<u8, Failure> {
         },
         (None, None) => {
             return Err(Failure::usage(
-                "give the latency distribution: --run DIR, --histogram FILE or --exceedance P",
+                "give the latency distribution: --run RUN, --histogram FILE or --exceedance P",
             ))
         }
     };
@@ -667,7 +678,7 @@ fn mttf_cmd(s: &MttfArgs) -> Result<u8, Failure> {
 
 fn worst_case_cmd(s: &WorstCaseArgs) -> Result<u8, Failure> {
     let (d, run_rate, source) = latency(&s.latency)?.ok_or_else(|| {
-        Failure::usage("give the latency distribution: --run DIR or --histogram FILE --rate HZ")
+        Failure::usage("give the latency distribution: --run RUN or --histogram FILE --rate HZ")
     })?;
     let rate = match (s.rate, run_rate) {
         (Some(r), _) => r,
@@ -821,17 +832,18 @@ fn cache_cost_cmd(s: &CacheCostArgs) -> Result<u8, Failure> {
 }
 
 fn ctxsw_cmd(s: &CtxswArgs) -> Result<u8, Failure> {
-    let r = sandglass::store::RunReader::open(&s.run).map_err(|e| Failure::usage(e.to_string()))?;
+    let run = run_dir("ctxsw", Path::new(&s.run))?;
+    let r = sandglass::store::RunReader::open(&run).map_err(|e| Failure::usage(e.to_string()))?;
     if r.manifest.kind != "hourglass" {
         return Err(Failure::usage(format!(
             "{}: a {} run has no execution trace; give an hourglass run",
-            s.run.display(),
+            run.display(),
             r.manifest.kind
         )));
     }
     let table =
         sandglass::store::table::TableReader::open(&r, &sandglass::store::table::tables::TRACE)
-            .ok_or_else(|| Failure::usage(format!("{}: the run has no trace", s.run.display())))?;
+            .ok_or_else(|| Failure::usage(format!("{}: the run has no trace", run.display())))?;
     // The trace streams in order of start: the switches are inferred as it goes.
     let mut inference = trace::TraceInference::new();
     let cols = ["thread", "cpu", "start_ns", "end_ns", "end_reason"];
@@ -868,7 +880,7 @@ fn ctxsw_cmd(s: &CtxswArgs) -> Result<u8, Failure> {
         writeln!(
             w,
             "context switches in {}: {} ({} voluntary, {} involuntary)",
-            s.run.display(),
+            run.display(),
             sw.count,
             sw.voluntary,
             sw.involuntary

@@ -613,39 +613,17 @@ pub fn main_cpu_arg(v: Option<&str>) -> Result<Option<usize>, Failure> {
     Ok(Some(l.first()))
 }
 
-/// A run directory as given, or the run of that id (or unique prefix of one) in the runs
-/// directory (`./sandglass-runs`, or `$SANDGLASS_RUNS_DIR`).
+/// The run, study or cell directory a command's run argument names: a directory, an id or a
+/// unique prefix of one in the runs directory (`./sandglass-runs`, or `$SANDGLASS_RUNS_DIR`)
+/// or its catalog, or `STUDY/CELL` ([`sandglass::catalog::resolve_run`]). Nothing is written:
+/// a catalog is read only when there is one.
 pub fn resolve_run(arg: &str) -> Result<std::path::PathBuf, String> {
-    // An empty id (an unset variable) is a prefix of every run: it names none.
-    if arg.trim().is_empty() {
-        return Err(
-            "the run is empty (an unset variable?); give a run directory, or a run id or a unique prefix of one"
-                .to_string(),
-        );
-    }
-    let p = std::path::Path::new(arg);
-    if p.is_dir() {
-        return Ok(p.to_path_buf());
-    }
     let base = sandglass::store::default_base();
-    let mut found: Vec<std::path::PathBuf> = std::fs::read_dir(&base)
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .filter(|e| e.file_name().to_string_lossy().starts_with(arg))
-                .map(|e| e.path())
-                .filter(|p| p.is_dir())
-                .collect()
-        })
-        .unwrap_or_default();
-    match found.len() {
-        1 => Ok(found.remove(0)),
-        0 => Err(format!(
-            "{arg}: no such run directory, and no run of that id in {}",
-            base.display()
-        )),
-        n => Err(format!(
-            "{arg}: {n} runs in {} start with it; give more of the id",
-            base.display()
-        )),
-    }
+    let catalog =
+        if !std::path::Path::new(arg).is_dir() && sandglass::catalog::path_in(&base).is_file() {
+            sandglass::catalog::Catalog::open_read(&base).ok()
+        } else {
+            None
+        };
+    sandglass::catalog::resolve_run(&base, catalog.as_ref(), arg).map_err(|e| e.to_string())
 }

@@ -22,10 +22,11 @@ pub struct CompareArgs {
     /// such as 10%
     #[arg(long, value_name = "PERCENT")]
     pub fail_regression: Option<String>,
-    /// A worse figure is a regression beyond this change, where the distributions differ
+    /// A worse figure is a regression beyond this change, where that figure's own change is
+    /// significant (a maximum, one sample per run, never is)
     #[arg(long, value_name = "PERCENT", default_value = "5%")]
     pub tolerance: String,
-    /// Significance level of the Mann-Whitney test
+    /// Significance level of the tests: of each count's change, and Mann-Whitney's
     #[arg(long, default_value_t = 0.01)]
     pub alpha: f64,
     /// Print one JSON object instead of the table

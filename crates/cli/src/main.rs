@@ -54,6 +54,7 @@ mod discover;
 mod export;
 mod hourglass;
 mod load;
+mod manual;
 mod monitor;
 mod noise;
 mod report;
@@ -75,7 +76,12 @@ const VERSION: &str = concat!(
 
 /// Measure, explain and predict the timing service Linux gives to time-critical work.
 #[derive(Parser)]
-#[command(name = "sandglass", version = VERSION, arg_required_else_help = true)]
+#[command(
+    name = "sandglass",
+    version = VERSION,
+    arg_required_else_help = true,
+    max_term_width = 100
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -128,7 +134,7 @@ enum Command {
     /// The catalog of runs and studies: list, show, rm, import, rebuild
     Runs(runs::RunsArgs),
     /// Key figures of timer or noise runs side by side, regressions flagged, and gates for CI
-    /// (exit 0 pass, 2 a gate crossed, 1 an error)
+    /// (exit 0 no gate crossed, 2 a gate crossed, 1 an error)
     Compare(compare::CompareArgs),
     /// Measure the cycle counter and the polling loop's iteration times on one CPU
     Calibrate(calibrate::CalibrateArgs),
@@ -145,12 +151,16 @@ enum Command {
         json: bool,
     },
     /// Print a man page in roff: sandglass's own, or a command's (such as `sandglass man
-    /// timer > sandglass-timer.1`)
+    /// timer > sandglass-timer.1`), or write every page into a directory with --all
     Man {
         /// The command whose page to print, such as timer or analyze rta (default: the top
         /// page)
-        #[arg(value_name = "COMMAND")]
+        #[arg(value_name = "COMMAND", conflicts_with = "all")]
         command: Vec<String>,
+        /// Write the page of sandglass and of every command into DIR (sandglass.1,
+        /// sandglass-timer.1, sandglass-analyze-rta.1, ...), such as /usr/local/share/man/man1
+        #[arg(long, value_name = "DIR")]
+        all: Option<std::path::PathBuf>,
     },
     /// Print shell completions, such as `sandglass completions bash >
     /// /etc/bash_completion.d/sandglass`
@@ -164,7 +174,11 @@ enum Command {
 /// other problem becomes one `sandglass: error:` line and exit code 2.
 fn parse() -> Result<Cli, ExitCode> {
     use clap::error::ErrorKind;
-    match Cli::try_parse() {
+    use clap::FromArgMatches;
+    let parsed = manual::with_help_sections(Cli::command())
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m));
+    match parsed {
         Ok(cli) => Ok(cli),
         Err(e) => match e.kind() {
             ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
@@ -240,7 +254,10 @@ fn main() -> ExitCode {
         Command::Calibrate(a) => calibrate::calibrate(a),
         Command::Schema { kind } => schema::schema(kind),
         Command::Sysinfo { json } => sysinfo::sysinfo(*json),
-        Command::Man { command } => discover::man(Cli::command(), command),
+        Command::Man { command, all } => match all {
+            Some(dir) => discover::man_all(Cli::command(), dir),
+            None => discover::man(Cli::command(), command),
+        },
         Command::Completions { shell } => discover::completions(Cli::command(), *shell),
     };
     // SIGTERM, SIGHUP and Ctrl-C are how a monitor ends: its exit code says only whether it

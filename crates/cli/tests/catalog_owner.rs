@@ -162,7 +162,7 @@ fn runs_rm_refuses_an_empty_or_ambiguous_id() {
     let before = dirs(&runs);
     for empty in ["", " "] {
         let e = one_error(&run_in(&runs, &["runs", "rm", empty]), 2);
-        assert!(e.contains("the run id is empty"), "{e}");
+        assert!(e.contains("the run is empty"), "{e}");
         assert_eq!(dirs(&runs), before);
         // Nor does any other command take it for a prefix of every run.
         let e = one_error(&run_in(&runs, &["report", empty]), 2);
@@ -173,7 +173,7 @@ fn runs_rm_refuses_an_empty_or_ambiguous_id() {
         let name = d.file_name().unwrap().to_string_lossy().into_owned();
         assert!(e.contains(&name), "{e}");
     }
-    assert!(e.contains("matches 2 runs"), "{e}");
+    assert!(e.contains("is ambiguous: 2 runs start with it"), "{e}");
     assert_eq!(dirs(&runs), before);
     assert_eq!(listed(&runs), before);
 }

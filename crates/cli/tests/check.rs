@@ -11,7 +11,7 @@ use common::{is_root, lock, run_in, skip};
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[test]
 fn bad_workloads_and_flags_are_usage_errors() {
@@ -242,27 +242,7 @@ fn a_fifo_99_burst_makes_a_control_loop_not_suitable_and_is_named() {
         return;
     };
     // Wait for the burst's thread.
-    let start = Instant::now();
-    let pid = child.id();
-    let tid = loop {
-        let found = std::fs::read_dir(format!("/proc/{pid}/task"))
-            .ok()
-            .and_then(|rd| {
-                rd.flatten().find_map(|e| {
-                    let comm = std::fs::read_to_string(e.path().join("comm")).ok()?;
-                    (comm.trim() == "sg-hourglass-0")
-                        .then(|| e.file_name().to_string_lossy().into_owned())
-                })
-            });
-        if let Some(t) = found {
-            break t;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "the burst's thread never appeared"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let tid = common::wait_for_thread(&mut child, "sg-hourglass-0");
     std::thread::sleep(Duration::from_millis(500));
     let runs = tmp.path().join("runs");
     let out = run_in(

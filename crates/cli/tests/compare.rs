@@ -97,9 +97,47 @@ fn pass_threshold_regression_and_errors() {
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains(" !") && text.contains("verdict: pass"),
+        text.lines().any(|l| l.ends_with(" !"))
+            && text.contains("verdict: no gate crossed (exit 0), but "),
         "{text}"
     );
+    assert!(!text.contains("verdict: pass"), "{text}");
+    // The flag rests on p99's own interval, above the baseline's.
+    let out = sg(&runs)
+        .arg("compare")
+        .args([&a, &c])
+        .arg("--json")
+        .output()
+        .unwrap();
+    let v = json(&out);
+    let p99 = p99_change(&v);
+    assert_eq!(
+        (&p99["basis"], &p99["significant"]),
+        (&"interval".into(), &true.into()),
+        "{v}"
+    );
+    assert!(
+        p99["ci"]["low_ns"].as_f64().unwrap() > p99["ci_baseline"]["high_ns"].as_f64().unwrap()
+    );
+    let max = v["comparisons"][0]["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["figure"] == "max")
+        .unwrap();
+    assert_eq!(
+        (&max["basis"], &max["regression"]),
+        (&"one sample".into(), &false.into()),
+        "{v}"
+    );
+    // The same distribution passes and says so.
+    let out = sg(&runs).arg("compare").args([&a, &b]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("verdict: pass (no significant regression"),
+        "{text}"
+    );
+    assert!(!text.lines().any(|l| l.ends_with(" !")), "{text}");
 
     // A threshold: crossed (exit 2) and not (exit 0); one run alone is gated too.
     let out = sg(&runs)

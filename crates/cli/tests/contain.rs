@@ -79,14 +79,18 @@ fn check(end: End, subreaper: bool, runtime: &Path, runs: &Path) {
     if subreaper {
         cmd.env("SANDGLASS_CONTAIN", "subreaper");
     }
-    let child = cmd.spawn().unwrap();
+    let mut child = cmd.spawn().unwrap();
     let started = Instant::now();
-    while processes_with(&marker).is_empty() && started.elapsed() < Duration::from_secs(10) {
+    while processes_with(&marker).is_empty()
+        && started.elapsed() < common::WAIT_GUARD
+        && child.try_wait().unwrap().is_none()
+    {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(
         !processes_with(&marker).is_empty(),
-        "{end:?}: the load's busy loop never started"
+        "{end:?}: the load's busy loop never started (or the hang guard of {} s expired)",
+        common::WAIT_GUARD.as_secs()
     );
     if let End::Signal(sig) = end {
         // A subreaper jail records its processes every 100 ms at first.
@@ -114,7 +118,9 @@ fn check(end: End, subreaper: bool, runtime: &Path, runs: &Path) {
         End::Signal(s) => assert_eq!(out.status.code(), Some(128 + s), "{end:?}: {stderr}"),
         _ => assert_eq!(out.status.code(), Some(0), "{end:?}: {stderr}"),
     }
-    let left = wait_until_gone(&marker, Duration::from_secs(3));
+    // A process left behind would live on until its `timeout 30`: a bound well under that
+    // (and far above the moment killing takes on a busy machine) still tells.
+    let left = wait_until_gone(&marker, Duration::from_secs(15));
     assert!(
         left.is_empty(),
         "{end:?} subreaper={subreaper}: left running: {left:?}\n{stderr}"

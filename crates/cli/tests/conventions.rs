@@ -50,6 +50,189 @@ fn man_prints_roff_pages_for_the_top_and_each_command() {
     );
 }
 
+/// Every command's path, from `sandglass man --all`: `[]`, `["timer"]`, `["analyze", "rta"]`.
+fn every_command() -> Vec<Vec<String>> {
+    let dir = tempfile::tempdir().unwrap();
+    stdout_of(&["man", "--all", dir.path().to_str().unwrap()]);
+    let mut paths: Vec<Vec<String>> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .map(|name| {
+            let stem = name.strip_suffix(".1").unwrap().to_string();
+            let words = stem.strip_prefix("sandglass").unwrap();
+            // Command names hold dashes too (`two-rate`): split by the known tree.
+            words.trim_start_matches('-').to_string()
+        })
+        .map(|w| split_path(&w))
+        .collect();
+    paths.sort();
+    paths
+}
+
+/// `analyze-two-rate` as `["analyze", "two-rate"]`: the first word is a top-level command.
+fn split_path(words: &str) -> Vec<String> {
+    if words.is_empty() {
+        return Vec::new();
+    }
+    match words.split_once('-') {
+        Some((top, rest)) if ["analyze", "bench", "runs"].contains(&top) => {
+            vec![top.to_string(), rest.to_string()]
+        }
+        _ => vec![words.to_string()],
+    }
+}
+
+#[test]
+fn every_man_page_has_a_synopsis_with_values_examples_and_exit_status() {
+    let timer = stdout_of(&["man", "timer"]);
+    for section in [".SH SYNOPSIS", ".SH EXAMPLES", ".SH \"EXIT STATUS\""] {
+        assert!(
+            timer.contains(section),
+            "sandglass man timer has no {section}"
+        );
+    }
+    let synopsis = timer
+        .split(".SH SYNOPSIS")
+        .nth(1)
+        .unwrap()
+        .split(".SH")
+        .next()
+        .unwrap();
+    assert!(
+        synopsis.contains("\\fICPUS"),
+        "no value placeholder: {synopsis}"
+    );
+    assert!(timer.contains("sandglass timer \\-c 1 \\-i 1ms \\-d 60s"));
+    let commands = every_command();
+    assert!(commands.len() > 30, "{commands:?}");
+    for path in &commands {
+        let mut args = vec!["man"];
+        args.extend(path.iter().map(String::as_str));
+        let page = stdout_of(&args);
+        assert!(
+            page.contains(".SH \"EXIT STATUS\""),
+            "{path:?}: no EXIT STATUS"
+        );
+    }
+    // Every top-level command has examples.
+    for path in commands.iter().filter(|p| p.len() == 1) {
+        let page = stdout_of(&["man", &path[0]]);
+        assert!(page.contains(".SH EXAMPLES"), "{path:?}: no EXAMPLES");
+    }
+}
+
+#[test]
+fn man_all_writes_every_page_and_refuses_a_link_in_its_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap().to_string();
+    let top = stdout_of(&["--help"]);
+    let pages: Vec<String> = {
+        stdout_of(&["man", "--all", &d]);
+        std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+            .collect()
+    };
+    // Every command `sandglass --help` lists has its page.
+    let listed: Vec<&str> = top
+        .split("Commands:")
+        .nth(1)
+        .unwrap()
+        .split("Options:")
+        .next()
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|w| *w != "help" && w.chars().all(|c| c.is_ascii_lowercase() || c == '-'))
+        .collect();
+    assert!(listed.len() > 15, "{listed:?}");
+    for c in listed {
+        assert!(
+            pages.contains(&format!("sandglass-{c}.1")),
+            "no page for {c}: {pages:?}"
+        );
+    }
+    assert!(pages.contains(&"sandglass-analyze-rta.1".to_string()));
+    // Written again over its own pages; a link in a page's place is refused, not followed.
+    let target = dir.path().join("elsewhere");
+    std::fs::write(&target, "kept").unwrap();
+    std::fs::remove_file(dir.path().join("sandglass-timer.1")).unwrap();
+    std::os::unix::fs::symlink(&target, dir.path().join("sandglass-timer.1")).unwrap();
+    let out = sandglass().args(["man", "--all", &d]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("sandglass-timer.1: a symbolic link"), "{err}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "kept");
+    // A hard link in a page's place is refused too: its other name keeps its content.
+    std::fs::remove_file(dir.path().join("sandglass-timer.1")).unwrap();
+    std::fs::hard_link(&target, dir.path().join("sandglass-timer.1")).unwrap();
+    let out = sandglass().args(["man", "--all", &d]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("sandglass-timer.1: has another name"), "{err}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "kept");
+}
+
+#[test]
+fn help_is_wrapped_and_its_examples_are_documented_commands() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    // The lines of the documents' ```sh blocks, whose commands the documentation test runs
+    // (those that run until a signal, such as `top`, run in the monitor's tests).
+    let mut documented = Vec::new();
+    let mut docs = vec![root.join("README.md")];
+    for e in std::fs::read_dir(root.join("docs")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "md") {
+            docs.push(p);
+        }
+    }
+    for doc in docs {
+        let text = std::fs::read_to_string(&doc).unwrap();
+        let mut in_sh = false;
+        for line in text.lines() {
+            let t = line.trim();
+            if t == "```sh" {
+                in_sh = true;
+            } else if t == "```" {
+                in_sh = false;
+            } else if in_sh {
+                let command = t.split(" #").next().unwrap();
+                documented.push(command.split_whitespace().collect::<Vec<_>>().join(" "));
+            }
+        }
+    }
+    for path in every_command() {
+        let mut args: Vec<&str> = path.iter().map(String::as_str).collect();
+        if args == ["hourglass"] {
+            continue; // Hourglass prints the paper's own help.
+        }
+        args.push("--help");
+        let help = stdout_of(&args);
+        // clap does not wrap the usage line.
+        for line in help.lines().filter(|l| !l.starts_with("Usage:")) {
+            assert!(
+                line.chars().count() <= 100,
+                "{args:?}: a line of {} columns: {line}",
+                line.chars().count()
+            );
+        }
+        assert!(help.contains("Exit status:"), "{args:?}: no exit status");
+        let Some(examples) = help.split("Examples:\n").nth(1) else {
+            continue;
+        };
+        for line in examples.lines().take_while(|l| !l.is_empty()) {
+            if let Some(cmd) = line.strip_prefix("  sandglass ") {
+                let cmd = format!("sandglass {}", cmd.trim());
+                assert!(
+                    documented.contains(&cmd),
+                    "{args:?}: the example `{cmd}` is in no ```sh block of README.md or docs/"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn bash_accepts_the_bash_completions() {
     let script = stdout_of(&["completions", "bash"]);
@@ -181,8 +364,8 @@ fn rtc_falls_back_to_hr_and_the_run_records_it() {
 }
 
 /// Runs `sandglass ARGS` with its standard output a pipe whose reader is already closed, so
-/// that its first write fails with EPIPE; returns the exit code and standard error. Ended
-/// after 60 s if it hangs.
+/// that its first write fails with EPIPE; returns the exit code and standard error. Ended at
+/// the hang guard if it hangs.
 fn into_a_closed_pipe(runs: &Path, args: &[&str]) -> (Option<i32>, String) {
     let (reader, writer) = std::io::pipe().unwrap();
     drop(reader);
@@ -195,12 +378,15 @@ fn into_a_closed_pipe(runs: &Path, args: &[&str]) -> (Option<i32>, String) {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let end = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let end = std::time::Instant::now() + common::WAIT_GUARD;
     while child.try_wait().unwrap().is_none() {
         if std::time::Instant::now() > end {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("{args:?} did not end within 60 s with its output closed");
+            panic!(
+                "{}: {args:?} with its output closed",
+                common::hang_guard("the command's end", common::WAIT_GUARD)
+            );
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }

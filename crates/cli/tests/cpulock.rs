@@ -25,8 +25,10 @@ fn four_runs_on_one_cpu_one_measures_three_refuse_naming_the_holder() {
     let _machine = lock();
     let runtime = tempfile::tempdir().unwrap();
     let runs = tempfile::tempdir().unwrap();
-    let args = ["noise", "-c", "0", "-d", "2s"];
-    let children: Vec<_> = (0..4)
+    // The holder measures far longer than the others take to start, however busy the machine:
+    // all four start while it holds the CPU, and it is stopped once the three have refused.
+    let args = ["noise", "-c", "0", "-d", "600s"];
+    let mut children: Vec<_> = (0..4)
         .map(|_| {
             sandglass(runtime.path(), runs.path(), &args)
                 .spawn()
@@ -34,12 +36,26 @@ fn four_runs_on_one_cpu_one_measures_three_refuse_naming_the_holder() {
         })
         .collect();
     let pids: Vec<u32> = children.iter().map(|c| c.id()).collect();
+    common::wait_until("three of the four runs' end", || {
+        children
+            .iter_mut()
+            .filter_map(|c| c.try_wait().unwrap())
+            .count()
+            >= 3
+    });
+    for c in children.iter_mut() {
+        if c.try_wait().unwrap().is_none() {
+            sandglass_sys::signal::send_to_process(c.id() as i32, sandglass_sys::signal::SIGINT)
+                .unwrap();
+        }
+    }
     let outs: Vec<_> = children
         .into_iter()
         .map(|c| c.wait_with_output().unwrap())
         .collect();
+    // Stopped by Ctrl-C, the holder exits with 130 as a shell would.
     let measured: Vec<usize> = (0..4)
-        .filter(|&i| outs[i].status.code() == Some(0))
+        .filter(|&i| outs[i].status.code() == Some(130))
         .collect();
     assert_eq!(measured.len(), 1, "{outs:?}");
     let holder = pids[measured[0]];
@@ -50,7 +66,7 @@ fn four_runs_on_one_cpu_one_measures_three_refuse_naming_the_holder() {
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{err}");
         assert!(
-            err.contains(&format!("CPU 0 by pid {holder} (")) && err.contains("noise -c 0 -d 2s"),
+            err.contains(&format!("CPU 0 by pid {holder} (")) && err.contains("noise -c 0 -d 600s"),
             "the refusal does not name the holder {holder}: {err}"
         );
         assert!(err.contains("--shared-cpus"), "{err}");
@@ -77,7 +93,11 @@ fn shared_cpus_measure_with_a_warning_and_a_killed_run_frees_its_cpu_at_once() {
         while !std::fs::read_to_string(&lock_file)
             .is_ok_and(|t| t.starts_with(&format!("{}\n", c.id())))
         {
-            assert!(before.elapsed() < Duration::from_secs(20), "never locked");
+            assert!(
+                before.elapsed() < common::WAIT_GUARD,
+                "{}",
+                common::hang_guard("the first run's lock", common::WAIT_GUARD)
+            );
             assert!(c.try_wait().unwrap().is_none(), "the first run ended");
             std::thread::sleep(Duration::from_millis(20));
         }

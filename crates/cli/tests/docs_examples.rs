@@ -1,7 +1,8 @@
 //! Every shell example of README.md and docs/*.md runs as written on this machine.
 //!
 //! The test reads each ```sh block, takes the lines that start with `sandglass` (and the quick
-//! start's `cargo run --release --`, run through the built binary), joins continued lines, and
+//! start's `cargo run --release --`, run through the built binary), joins continued lines, adds
+//! every code span of a README table row that is a `sandglass` command (the comparison), and
 //! runs them in order, one working directory per document, through `sh -c` so that redirections
 //! work. It changes only what a reader would change:
 //!
@@ -21,6 +22,7 @@
 
 mod common;
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -61,8 +63,30 @@ fn examples(doc: &Path, root: &Path) -> (Vec<Example>, Vec<String>) {
     let mut in_sh = false;
     let mut not_run: Option<String> = None;
     let mut pending: Option<(usize, String)> = None;
+    let mut heading = String::new();
     for (i, line) in text.lines().enumerate() {
         let trimmed = line.trim();
+        if !in_sh && trimmed.starts_with("## ") {
+            heading = trimmed.to_string();
+        }
+        if !in_sh
+            && trimmed.starts_with('|')
+            && name == "README.md"
+            && heading.starts_with("## sandglass beside")
+        {
+            // A row of the README's comparison: each code span that is a sandglass command runs
+            // (other tables name commands or show synopses).
+            for (k, span) in trimmed.split('`').enumerate() {
+                if k % 2 == 1 && span.starts_with("sandglass ") {
+                    out.push(Example {
+                        doc: name.clone(),
+                        line: i + 1,
+                        command: span.to_string(),
+                    });
+                }
+            }
+            continue;
+        }
         if !in_sh {
             if let Some(r) = trimmed
                 .strip_prefix("<!-- not run:")
@@ -128,11 +152,12 @@ struct Fixtures {
     runs: PathBuf,
     timer: PathBuf,
     timer_id: String,
-    study: PathBuf,
     study_id: String,
-    hourglass: PathBuf,
+    hourglass_id: String,
     baseline: PathBuf,
+    baseline_id: String,
     new: PathBuf,
+    new_id: String,
     import: PathBuf,
 }
 
@@ -208,10 +233,11 @@ fn fixtures(base: &Path) -> Fixtures {
         timer_id: id_of(&dir.join("timer-run")),
         study_id: id_of(&dir.join("study")),
         timer: dir.join("timer-run"),
-        study: dir.join("study"),
-        hourglass: dir.join("hourglass-run"),
+        hourglass_id: id_of(&dir.join("hourglass-run")),
         baseline: dir.join("baseline-run"),
+        baseline_id: id_of(&dir.join("baseline-run")),
         new: dir.join("new-run"),
+        new_id: id_of(&dir.join("new-run")),
         import: elsewhere.join("copied-run"),
         runs,
     }
@@ -230,10 +256,44 @@ fn interrupted_study(f: &Fixtures, cwd: &Path, dir: Option<&str>) {
         .env("SANDGLASS_RUNS_DIR", &f.runs)
         .current_dir(cwd)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_secs(5));
+    // The study names each cell on stderr as it starts it: wait for the second, however long
+    // a busy machine takes to get there.
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let end = Instant::now() + common::WAIT_GUARD;
+    let mut seen = Vec::new();
+    loop {
+        match rx.recv_timeout(end.saturating_duration_since(Instant::now())) {
+            Ok(line) => {
+                let second = line.contains("cell 2 of ");
+                seen.push(line);
+                if second {
+                    break;
+                }
+            }
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                match e {
+                    std::sync::mpsc::RecvTimeoutError::Timeout => panic!(
+                        "{}: {seen:?}",
+                        common::hang_guard("the study's second cell", common::WAIT_GUARD)
+                    ),
+                    std::sync::mpsc::RecvTimeoutError::Disconnected => {
+                        panic!("the study ended before its second cell: {seen:?}")
+                    }
+                }
+            }
+        }
+    }
     let _ =
         sandglass_sys::signal::send_to_process(child.id() as i32, sandglass_sys::signal::SIGINT);
     let _ = child.wait();
@@ -260,6 +320,9 @@ fn adapt(cmd: &str, f: &Fixtures, cwd: &Path) -> String {
         let prev = if i > 0 { words[i - 1] } else { "" };
         let mapped = if prev == "-o" || prev == "--output" {
             w.to_string()
+        } else if prev == "--all" && words.get(1) == Some(&"man") {
+            // Man pages go to a directory of the test's, not the system's.
+            path(&cwd.join(format!("man-{i}")))
         } else if prev == "-d" || prev == "--duration" {
             "2s".to_string()
         } else if prev == "--duration-scale" {
@@ -283,24 +346,31 @@ fn adapt(cmd: &str, f: &Fixtures, cwd: &Path) -> String {
         } else if w == "DIR" {
             path(&cwd.join(format!("out-{i}")))
         } else {
-            // A `compare` side may join runs with `+`: each part is mapped.
+            // A `compare` side may join runs with `+`: each part is mapped. A run named as a
+            // person names it is given by its id (as `sandglass runs` lists it), a study's cell
+            // as STUDY/CELL with the study's id; a file inside a run (`RUN/manifest.json`) and
+            // a directory name the document shows (`baseline-run`) by their paths.
             let part = |w: &str| {
                 let mut s = w.to_string();
                 for (from, to) in [
-                    ("RUN|STUDY", path(&f.timer)),
-                    ("HOURGLASS_RUN", path(&f.hourglass)),
-                    ("STUDY", path(&f.study)),
-                    ("BASELINE", path(&f.baseline)),
+                    ("RUN|STUDY", f.timer_id.clone()),
+                    ("HOURGLASS_RUN", f.hourglass_id.clone()),
+                    ("STUDY", f.study_id.clone()),
+                    ("BASELINE", f.baseline_id.clone()),
                     ("baseline-run", path(&f.baseline)),
-                    ("NEW", path(&f.new)),
+                    ("NEW", f.new_id.clone()),
                     ("new-run", path(&f.new)),
                 ] {
                     if s == from {
                         s = to;
                     }
                 }
-                if s == "RUN" || s.starts_with("RUN@") || s.starts_with("RUN/") {
+                if s == "RUN" || s.starts_with("RUN@") {
+                    s = s.replacen("RUN", &f.timer_id, 1);
+                } else if s.starts_with("RUN/") {
                     s = s.replacen("RUN", &path(&f.timer), 1);
+                } else if s.starts_with("STUDY/") {
+                    s = s.replacen("STUDY", &f.study_id, 1);
                 }
                 s
             };
@@ -323,8 +393,9 @@ fn adapt(cmd: &str, f: &Fixtures, cwd: &Path) -> String {
     out.join(" ")
 }
 
-/// Runs `cmd` through `sh -c` in `cwd` for at most two minutes: its exit code, or `None` when
-/// it had to be killed.
+/// Runs `cmd` through `sh -c` in `cwd`: its exit code, or `None` when it had to be killed at
+/// the hang guard ([`common::COMMAND_GUARD`], many times what any example takes on an idle
+/// machine).
 fn run(cmd: &str, f: &Fixtures, cwd: &Path) -> (Option<i32>, String) {
     let dir = bin().parent().unwrap().to_path_buf();
     let path = format!(
@@ -349,10 +420,16 @@ fn run(cmd: &str, f: &Fixtures, cwd: &Path) -> (Option<i32>, String) {
             let err = std::fs::read_to_string(&log).unwrap_or_default();
             return (s.code(), err);
         }
-        if start.elapsed() > Duration::from_secs(120) {
+        if start.elapsed() > common::COMMAND_GUARD {
             let _ = child.kill();
             let _ = child.wait();
-            return (None, "killed after 120 s".into());
+            return (
+                None,
+                format!(
+                    "{} (it was killed)",
+                    common::hang_guard("the command's end", common::COMMAND_GUARD)
+                ),
+            );
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -422,7 +499,14 @@ fn examples_are_found_and_adapted() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let (list, _) = examples(&root.join("README.md"), &root);
     assert!(list.iter().any(|e| e.command == "sandglass study quick"));
+    // The comparison table's commands run too.
+    assert!(list
+        .iter()
+        .any(|e| e.command == "sandglass timer -c 1 -d 10s --trace"));
+    assert!(list.iter().all(|e| e.command != "sandglass monitor"));
+    assert!(list.iter().all(|e| !e.command.contains(" # ")));
     // A continued line is one command.
+    let (list, _) = examples(&root.join("docs/guide.md"), &root);
     assert!(list
         .iter()
         .any(|e| e.command.contains("-w PERIODIC 3ms 8ms -i HR") && e.command.contains("RTLOW")));

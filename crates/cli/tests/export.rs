@@ -9,14 +9,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
-use common::{is_root, lock, skip};
+use common::{is_root, lock, skip, Guarded};
 
 use assert_cmd::Command;
 use sandglass::store::RunReader;
 use sandglass_report::export::{csv, cyclictest, fixture, perfetto};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 /// A cyclictest histogram file, parsed strictly: any line out of cyclictest's layout fails.
 #[derive(Debug, PartialEq)]
@@ -284,9 +283,7 @@ fn sandglass(args: &[&str]) -> std::process::Output {
     Command::cargo_bin("sandglass")
         .unwrap()
         .args(args)
-        .timeout(Duration::from_secs(120))
-        .output()
-        .unwrap()
+        .guarded_output()
 }
 
 fn measure(kind: &str, dir: &Path) {

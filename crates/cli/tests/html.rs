@@ -7,7 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
-use common::lock;
+use common::{lock, Guarded};
 
 use assert_cmd::Command;
 use std::path::Path;
@@ -18,9 +18,7 @@ fn sandglass(dir: &Path, args: &[&str]) -> std::process::Output {
         .current_dir(dir)
         .env("SANDGLASS_RUNS_DIR", dir.join("runs"))
         .args(args)
-        .timeout(std::time::Duration::from_secs(120))
-        .output()
-        .unwrap()
+        .guarded_output()
 }
 
 fn ok(dir: &Path, args: &[&str]) -> String {

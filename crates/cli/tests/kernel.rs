@@ -8,7 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
-use common::{column, is_root, lock, rows, skip};
+use common::{column, is_root, lock, rows, skip, Guarded};
 use sandglass::store::table::tables;
 
 use assert_cmd::Command;
@@ -45,15 +45,56 @@ fn hourglass(args: &str) -> Run {
         .unwrap()
         .arg("hourglass")
         .args(&words)
-        .timeout(Duration::from_secs(120))
-        .output()
-        .unwrap();
+        .guarded_output();
     Run {
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         code: out.status.code(),
         dir,
         _tmp: tmp,
+    }
+}
+
+/// Each CPU's busy time so far (user, nice, system, irq, softirq), in clock ticks, from
+/// `/proc/stat`.
+fn cpu_busy_ticks() -> BTreeMap<u32, u64> {
+    std::fs::read_to_string("/proc/stat")
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let cpu = f.next()?.strip_prefix("cpu")?.parse().ok()?;
+            let v: Vec<u64> = f.filter_map(|x| x.parse().ok()).collect();
+            // user nice system idle iowait irq softirq
+            Some((
+                cpu,
+                v.first()? + v.get(1)? + v.get(2)? + v.get(5)? + v.get(6)?,
+            ))
+        })
+        .collect()
+}
+
+/// The CPU time of this process's waited-for children so far (cutime + cstime), in clock
+/// ticks, from `/proc/self/stat`.
+fn children_ticks() -> u64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0))
+        .collect();
+    // After the name: state is field 3, cutime 16 and cstime 17 (1-based).
+    f[16 - 3] + f[17 - 3]
+}
+
+/// Clock ticks per second (USER_HZ).
+fn clock_ticks_per_s() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if hz > 0 {
+        hz as f64
+    } else {
+        100.0
     }
 }
 
@@ -206,7 +247,9 @@ fn two_task_set_counts_match_periods() {
 #[test]
 fn three_thread_trace_is_consistent_and_covers_the_cpu() {
     let _g = lock();
+    let (before, started) = ((cpu_busy_ticks(), children_ticks()), Instant::now());
     let r = hourglass("-n 3 -d 3s -t 0 -p LOW -t 1 -p NORMAL -t 2 -p HIGH");
+    let (after, wall) = ((cpu_busy_ticks(), children_ticks()), started.elapsed());
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     let rows = read_trace(&r.dir);
     assert!(rows.len() > 10, "only {} records", rows.len());
@@ -253,6 +296,28 @@ fn three_thread_trace_is_consistent_and_covers_the_cpu() {
             share * 100.0,
             steal * 100.0
         );
+        // The threads run at timesharing priorities: on a busy machine other processes take
+        // part of the CPU, which no record covers. What they took is the CPU's busy time (the
+        // kernel's accounting) less the run's own CPU time (this process's children's), over
+        // the time the run took; only when that is small does the coverage tell whether the
+        // records missed time.
+        let tick_ns = 1e9 / clock_ticks_per_s();
+        let cpu_busy = after.0.get(&cpu).copied().unwrap_or(0) as f64
+            - before.0.get(&cpu).copied().unwrap_or(0) as f64;
+        let ours = (after.1 - before.1) as f64;
+        let others = ((cpu_busy - ours) * tick_ns / wall.as_nanos() as f64).max(0.0);
+        eprintln!(
+            "CPU {cpu}: other processes took about {:.1}%",
+            others * 100.0
+        );
+        if others > 0.03 {
+            common::skip(&format!(
+                "CPU {cpu}: other processes took about {:.1}% of it during the run: the trace's coverage ({:.1}%) is not checked",
+                others * 100.0,
+                share * 100.0
+            ));
+            continue;
+        }
         assert!(
             share + steal >= 0.95,
             "CPU {cpu}: records cover only {:.1}% and steal was {:.1}%",
@@ -371,18 +436,17 @@ fn sigint_stops_cleanly_and_keeps_results() {
         .spawn()
         .unwrap();
     // Wait until the measurement has started (the manifest exists), then one more second.
-    let t = Instant::now();
-    while !dir.join("manifest.json").exists() && t.elapsed() < Duration::from_secs(20) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    common::wait_until("the run's manifest", || dir.join("manifest.json").exists());
     std::thread::sleep(Duration::from_millis(1500));
     sandglass_sys::signal::send_to_process(child.id() as i32, sandglass_sys::signal::SIGINT)
         .unwrap();
     let sent = Instant::now();
     let out = child.wait_with_output().unwrap();
+    // It stops at the signal, not at the end of its 60 s (the bound is a margin far above
+    // the moment stopping takes, for a busy machine).
     assert!(
-        sent.elapsed() < Duration::from_secs(5),
-        "took {:?} to stop",
+        sent.elapsed() < Duration::from_secs(50),
+        "took {:?} to stop: it did not stop at SIGINT (or the machine is extremely overloaded)",
         sent.elapsed()
     );
     assert_eq!(
@@ -489,9 +553,7 @@ fn quick_runs_with_no_configuration() {
         .unwrap()
         .args(["quick", "--duration-scale", "0.2"])
         .env("SANDGLASS_RUNS_DIR", tmp.path())
-        .timeout(Duration::from_secs(120))
-        .output()
-        .unwrap();
+        .guarded_output();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(
         out.status.code(),
@@ -590,6 +652,16 @@ fn paper_command_lines_run_as_written() {
                     .filter(|l| l.starts_with(|c: char| c.is_ascii_digit()))
                     .count();
                 assert!(lines > 0, "§{section}: no trace lines");
+                if section == "3.1" {
+                    // LOW's long waits are its siblings' turns, and say so.
+                    assert!(
+                        r.stdout.contains(
+                            "thread 0 (LOW) waited behind its sibling threads 2 (HIGH), 1 (NORMAL)"
+                        ),
+                        "§3.1: {}",
+                        r.stdout
+                    );
+                }
             }
             "latlate" => assert!(r.stdout.contains("latlate: "), "§{section}"),
             _ => assert_eq!(
@@ -598,6 +670,24 @@ fn paper_command_lines_run_as_written() {
                 "§{section}: {}",
                 r.stdout
             ),
+        }
+        if expect == "deadlines" && !cmd.contains("CPU_PERIODIC") {
+            // Every PERIODIC thread's response times are of all its jobs, and name its misses.
+            assert_eq!(
+                r.stdout.matches("#   response time of all ").count(),
+                n,
+                "§{section}: {}",
+                r.stdout
+            );
+            for (_, missed, hit) in deadline_lines(&r.stdout) {
+                if missed > 0 {
+                    let named = format!(
+                        "missed {missed} of {}, each counted at its deadline",
+                        missed + hit
+                    );
+                    assert!(r.stdout.contains(&named), "§{section}: {}", r.stdout);
+                }
+            }
         }
         assert!(r.stdout.contains("# run directory: "), "§{section}");
     }
@@ -631,12 +721,15 @@ fn watchdog_ends_a_run_whose_thread_does_not_stop() {
         .args(["-w", "PERIODIC", "2ms", "10ms", "-i", "HR", "-o"])
         .arg(&dir)
         .env(sandglass::plan::FAULT_ENV, "stuck-thread=0")
-        .timeout(Duration::from_secs(60))
-        .output()
-        .unwrap();
+        .guarded_output();
     let took = started.elapsed();
-    // 1 s of run, a grace of 2.05 s, then 2 s more before the thread is abandoned.
-    assert!(took < Duration::from_secs(15), "took {took:?}");
+    // 1 s of run, a grace of 2.05 s, then 2 s more before the thread is abandoned: it ends at
+    // the watchdog's deadline, not never (the bound is a margin far above those 5 s, for a
+    // busy machine's slow start).
+    assert!(
+        took < Duration::from_secs(120),
+        "took {took:?}: the watchdog did not end the run (or the machine is extremely overloaded)"
+    );
     assert!(
         took > Duration::from_secs(4),
         "ended before the watchdog could: {took:?}"
@@ -665,9 +758,7 @@ fn json_run(args: &[&str]) -> (serde_json::Value, String, tempfile::TempDir) {
         .unwrap()
         .args(args)
         .env("SANDGLASS_RUNS_DIR", tmp.path())
-        .timeout(Duration::from_secs(120))
-        .output()
-        .unwrap();
+        .guarded_output();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
@@ -754,9 +845,11 @@ fn timer_json_counts_every_release() {
     assert_eq!(c["later_than"].as_array().unwrap().len(), 8);
 }
 
-/// Issue acceptance: the measuring thread stopped for 50 ms (SIGSTOP and SIGCONT) yields about
-/// 49 missed releases, each recorded with its true lateness; the raw figures show the single
-/// late sample cyclictest would report.
+/// Issue acceptance: the measuring thread stopped for 100 ms (SIGSTOP and SIGCONT) yields about
+/// 99 missed releases, each recorded with its true lateness; the raw figures show the single
+/// late sample cyclictest would report. (The stop takes effect once the process's main thread,
+/// at a timesharing priority, has run: some milliseconds late on a busy machine, so the checks
+/// ask for less than the 100 ms.)
 #[test]
 fn a_stall_is_counted_release_by_release() {
     let _g = lock();
@@ -766,7 +859,7 @@ fn a_stall_is_counted_release_by_release() {
         &["timer", "-c", "1", "-i", "1ms", "-d", "3s", "--json"],
         &dir,
         libc_sigstop(),
-        Duration::from_millis(50),
+        Duration::from_millis(100),
     );
     // The stall lasted at most this long: this thread can oversleep on a busy machine.
     let stall_ms = stall.as_millis() as u64;
@@ -867,8 +960,12 @@ fn a_stopped_process_records_the_stop_and_names_it() {
         // SIGTSTP's start is exact; SIGSTOP's is bounded by the main thread's last wait.
         let slack = s["from_uncertainty_ns"].as_u64().unwrap();
         assert_eq!(slack == 0, by == "sigtstp", "{s}");
+        // The stop begins once the process has taken the signal (SIGTSTP's handler and
+        // SIGSTOP's group stop need its timesharing main thread to run): on a busy machine
+        // some tens of milliseconds after the test sent it, so the lower bound is half the
+        // 300 ms; the upper one is what the test measured.
         assert!(
-            length + 20_000_000 >= 300_000_000 && length <= most + slack + 20_000_000,
+            length >= 150_000_000 && length <= most + slack + 20_000_000,
             "{by}: a stop of {length} ns recorded for one of 300 ms (at most {most} ns, start uncertain by {slack} ns)"
         );
         assert!(
@@ -886,7 +983,7 @@ fn a_stopped_process_records_the_stop_and_names_it() {
         );
         // The stop is the run's largest interruption, and it is named as the stop.
         let max = v["cpus"][0]["max_ns"].as_u64().unwrap();
-        assert!(max >= 250_000_000, "{by}: largest interruption {max} ns");
+        assert!(max >= 150_000_000, "{by}: largest interruption {max} ns");
         // The noise figure says how much of it was the stop.
         let of_stop = v["cpus"][0]["process_stopped_ns"].as_u64().unwrap_or(0);
         assert!(
@@ -936,13 +1033,14 @@ fn ctrl_z_stops_a_benchmark_until_it_is_continued() {
             .flatten()
     };
     let t = Instant::now();
-    while state() != Some('T') && t.elapsed() < Duration::from_secs(2) {
+    while state() != Some('T') && state().is_some() && t.elapsed() < common::WAIT_GUARD {
         std::thread::sleep(Duration::from_millis(10));
     }
     if state() != Some('T') {
         let out = child.wait_with_output().unwrap();
         panic!(
-            "not stopped by SIGTSTP: {:?} {}",
+            "not stopped by SIGTSTP (or, if it still ran, the hang guard of {} s expired): {:?} {}",
+            common::WAIT_GUARD.as_secs(),
             out.status,
             String::from_utf8_lossy(&out.stderr)
         );
@@ -990,10 +1088,7 @@ fn measuring(args: &[&str], dir: &Path, into: Duration) -> std::process::Child {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let t = Instant::now();
-    while !dir.join("manifest.json").exists() && t.elapsed() < Duration::from_secs(20) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    common::wait_until("the run's manifest", || dir.join("manifest.json").exists());
     std::thread::sleep(into);
     child
 }
@@ -1032,7 +1127,8 @@ fn bursts_within(run: &Path, from: u64, to: u64, gap_ns: u64) -> u64 {
 /// burst, and the run reports those delays as one train of 500 ms (within 1%) that holds at
 /// least 90% of the bursts of the measurement (counted from the competitor's own trace, on
 /// the timer's CLOCK_MONOTONIC), and no second train at a multiple of that period. Bounded:
-/// the competitor stops by itself after 12 s and the timer measures for 8 s.
+/// the competitor stops by itself after 20 s and the timer measures for 8 s (the competitor
+/// outlasts the timer even when a busy machine starts the timer late).
 #[test]
 fn timer_reports_a_fifo_burst_train_once() {
     require_root!();
@@ -1041,17 +1137,17 @@ fn timer_reports_a_fifo_burst_train_once() {
     let (competitor_dir, timer_dir) = (tmp.path().join("competitor"), tmp.path().join("timer"));
     let competitor = std::process::Command::new("taskset")
         .args(["-c", "1", env!("CARGO_BIN_EXE_sandglass"), "hourglass"])
-        .args(["-n", "1", "-d", "12s", "-t", "0", "-p", "f:99"])
+        .args(["-n", "1", "-d", "20s", "-t", "0", "-p", "f:99"])
         .args(["-w", "PERIODIC", "2ms", "500ms", "-i", "HR", "-o"])
         .arg(&competitor_dir)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn();
-    let Ok(child) = competitor else {
+    let Ok(mut child) = competitor else {
         skip("taskset (util-linux) is not installed");
         return;
     };
-    std::thread::sleep(Duration::from_millis(500));
+    common::wait_for_thread(&mut child, "sg-hourglass-0");
     let out = Command::cargo_bin("sandglass")
         .unwrap()
         .args([
@@ -1066,9 +1162,7 @@ fn timer_reports_a_fifo_burst_train_once() {
         ])
         .arg(&timer_dir)
         .env("SANDGLASS_RUNS_DIR", tmp.path())
-        .timeout(Duration::from_secs(60))
-        .output()
-        .unwrap();
+        .guarded_output();
     let ended = child.wait_with_output().unwrap();
     assert!(
         ended.status.success(),
@@ -1298,9 +1392,7 @@ fn cache_cost_experiment_runs() {
         ])
         .args(["--threads", "4", "--json"])
         .env("SANDGLASS_RUNS_DIR", tmp.path())
-        .timeout(Duration::from_secs(120))
-        .output()
-        .unwrap();
+        .guarded_output();
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -1334,9 +1426,7 @@ fn validate_json(dir: &Path, file: &Path, seconds: &str) -> serde_json::Value {
         .arg(file)
         .args(["--validate", "-d", seconds, "--json"])
         .env("SANDGLASS_RUNS_DIR", dir)
-        .timeout(Duration::from_secs(120))
-        .output()
-        .unwrap();
+        .guarded_output();
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -1479,7 +1569,19 @@ fn timer_explains_a_competing_thread() {
     let tmp = tempfile::tempdir().unwrap();
     let sg = env!("CARGO_BIN_EXE_sandglass");
     let mut competitor = std::process::Command::new("taskset")
-        .args(["-c", "1", sg, "hourglass", "-n", "1", "-d", "8s", "-t", "0"])
+        // 15 s: it outlasts the 5 s timer even when a busy machine starts the timer late.
+        .args([
+            "-c",
+            "1",
+            sg,
+            "hourglass",
+            "-n",
+            "1",
+            "-d",
+            "15s",
+            "-t",
+            "0",
+        ])
         .args([
             "-p", "RTHIGH", "-w", "PERIODIC", "2ms", "500ms", "-i", "HR", "-o",
         ])
@@ -1491,7 +1593,7 @@ fn timer_explains_a_competing_thread() {
         skip("taskset (util-linux) is not installed");
         return;
     };
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    common::wait_for_thread(child, "sg-hourglass-0");
     let out = Command::cargo_bin("sandglass")
         .unwrap()
         .args([

@@ -6,6 +6,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use assert_cmd::Command;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -190,21 +192,21 @@ fn children_of(pid: u32) -> Vec<u32> {
         .collect()
 }
 
-/// Waits up to 5 s for `pid` to start a child, and returns it.
+/// Waits for `pid` to start a child (up to the hang guard), and returns it.
 fn wait_for_child(pid: u32) -> u32 {
-    let end = Instant::now() + Duration::from_secs(5);
-    loop {
-        if let Some(&c) = children_of(pid).first() {
-            return c;
-        }
-        assert!(Instant::now() < end, "sandglass started no process");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let mut child = None;
+    common::wait_until("sandglass's first process", || {
+        child = children_of(pid).first().copied();
+        child.is_some()
+    });
+    child.unwrap()
 }
 
-/// Waits up to 5 s for process group `pgid` to have no living member.
+/// Waits up to 30 s for process group `pgid` to have no living member: a member left behind
+/// lives on for its `sleep 100`, so a bound well under that (and far above the moment the
+/// group's killing takes on a busy machine) still tells.
 fn group_ends(pgid: u32) -> bool {
-    let end = Instant::now() + Duration::from_secs(5);
+    let end = Instant::now() + Duration::from_secs(30);
     while Instant::now() < end {
         if !sandglass_sys::child::group_alive(pgid as i32) {
             return true;
@@ -236,14 +238,10 @@ fn sigint_sigterm_and_sighup_end_the_run_early_with_a_report() {
         let pid = child.id();
         let group = wait_for_child(pid);
         std::thread::sleep(Duration::from_millis(300));
-        let t = Instant::now();
+        // Its state and end detail, not how long it took, say that the signal ended it before
+        // its 60 s.
         sandglass_sys::signal::send_to_process(pid as i32, signo).unwrap();
         let out = child.wait_with_output().unwrap();
-        assert!(
-            t.elapsed() < Duration::from_secs(5),
-            "{name}: took {:?}",
-            t.elapsed()
-        );
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(128 + signo), "{name}: {stderr}");
         let v = json(&out.stdout);
@@ -272,13 +270,11 @@ fn a_command_dies_with_sandglass_even_on_sigkill() {
     let pid = child.id();
     let group = wait_for_child(pid);
     // The shell's own child, which only the group's guardian can end.
-    let end = Instant::now() + Duration::from_secs(5);
-    while !children_of(group).iter().any(|&c| {
-        std::fs::read_to_string(format!("/proc/{c}/comm")).is_ok_and(|s| s.trim() == "sleep")
-    }) {
-        assert!(Instant::now() < end, "the shell started no sleep");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    common::wait_until("the shell's sleep", || {
+        children_of(group).iter().any(|&c| {
+            std::fs::read_to_string(format!("/proc/{c}/comm")).is_ok_and(|s| s.trim() == "sleep")
+        })
+    });
     sandglass_sys::signal::send_to_process(pid as i32, sandglass_sys::child::SIGKILL).unwrap();
     let _ = child.wait().unwrap();
     assert!(group_ends(group), "the command's group outlived sandglass");

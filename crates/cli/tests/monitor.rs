@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
-use common::{lock, run_in, runtime_for, skip};
+use common::{lock, run_in, runtime_for, skip, Guarded};
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -38,13 +38,19 @@ impl Monitor {
                 let _ = tx.send(line);
             }
         });
-        let end = Instant::now() + Duration::from_secs(20);
+        let end = Instant::now() + common::WAIT_GUARD;
         let addr = loop {
             let line = rx
                 .recv_timeout(end.saturating_duration_since(Instant::now()))
                 .unwrap_or_else(|_| {
                     let _ = child.kill();
-                    panic!("the monitor did not say where it serves within 20 s")
+                    panic!(
+                        "{}",
+                        common::hang_guard(
+                            "the monitor's line saying where it serves",
+                            common::WAIT_GUARD
+                        )
+                    )
                 });
             if let Some(rest) = line.strip_prefix("sandglass: serving http://") {
                 break rest.split('/').next().unwrap().parse().unwrap();
@@ -70,15 +76,25 @@ impl Monitor {
             if let Some(s) = self.child.try_wait().unwrap() {
                 break s;
             }
-            if t0.elapsed() > Duration::from_secs(30) {
+            if t0.elapsed() > common::WAIT_GUARD {
                 let _ = self.child.kill();
-                panic!("the monitor did not end within 30 s of SIGTERM");
+                panic!(
+                    "{}",
+                    common::hang_guard("the monitor's end after SIGTERM", common::WAIT_GUARD)
+                );
             }
             std::thread::sleep(Duration::from_millis(5));
         };
         let took = t0.elapsed();
-        std::thread::sleep(Duration::from_millis(100));
-        let text: Vec<String> = self.stderr.try_iter().collect();
+        // Everything it printed: the reader ends at the end of its stderr.
+        let end = Instant::now() + common::WAIT_GUARD;
+        let mut text = Vec::new();
+        while let Ok(line) = self
+            .stderr
+            .recv_timeout(end.saturating_duration_since(Instant::now()))
+        {
+            text.push(line);
+        }
         (took, status.code(), text.join("\n"))
     }
 }
@@ -140,19 +156,24 @@ fn monitor_serves_growing_histograms_and_ends_on_sigterm_with_its_segment_catalo
     let _machine = lock();
     let runs = tempfile::tempdir().unwrap();
     let m = Monitor::start(runs.path(), &["-c", "1", "--segment", "1h"]);
-    std::thread::sleep(Duration::from_secs(2));
-    let first = get(m.addr, "/metrics");
-    assert_eq!(status(&first), 200, "{first}");
+    let count = |t: &str| sample(t, "sandglass_timer_latency_seconds_count{cpu=\"1\"}").unwrap();
+    // Scraped until the histogram has counts, then until they have grown: however slowly a
+    // busy machine serves, what matters is that they grow.
+    let mut first = String::new();
+    common::wait_until("a scrape with counts", || {
+        first = get(m.addr, "/metrics");
+        status(&first) == 200 && count(&first) > 0.0
+    });
     assert!(
         first.contains("content-type: text/plain; version=0.0.4"),
         "{first}"
     );
-    let count = |t: &str| sample(t, "sandglass_timer_latency_seconds_count{cpu=\"1\"}").unwrap();
     let n1 = count(&first);
-    std::thread::sleep(Duration::from_secs(2));
-    let second = get(m.addr, "/metrics");
-    let n2 = count(&second);
-    assert!(n1 > 0.0 && n2 > n1, "counts {n1} then {n2}");
+    let mut second = String::new();
+    common::wait_until("a scrape with more counts", || {
+        second = get(m.addr, "/metrics");
+        status(&second) == 200 && count(&second) > n1
+    });
     let buckets = second
         .lines()
         .filter(|l| l.starts_with("sandglass_timer_latency_seconds_bucket{"))
@@ -188,7 +209,12 @@ fn monitor_serves_growing_histograms_and_ends_on_sigterm_with_its_segment_catalo
     }
     let (took, code, said) = m.terminate();
     assert_eq!(code, Some(0), "{said}");
-    assert!(took < Duration::from_secs(5), "SIGTERM took {took:?}");
+    // It ends at SIGTERM, not at the end of its hour-long segment (the bound is a margin far
+    // above the moment it takes, for a busy machine).
+    assert!(
+        took < Duration::from_secs(120),
+        "SIGTERM took {took:?}: it did not end at the signal (or the machine is extremely overloaded)"
+    );
     assert!(
         said.contains("segment ") && said.contains(" interrupted: "),
         "{said}"
@@ -390,16 +416,20 @@ fn hostile_http_clients_get_errors_and_the_server_stays_up() {
     assert_eq!(status(&get(m.addr, "/../etc/passwd")), 404);
     assert_eq!(status(&get(m.addr, "/healthz")), 200);
     // A slow client: half a request head, then nothing. The server closes it after its head
-    // deadline (5 s), without an answer (hyper sends none for a timed-out head).
+    // deadline (5 s), without an answer (hyper sends none for a timed-out head). The read's
+    // own timeout is a hang guard far beyond that deadline.
     let mut slow = TcpStream::connect(m.addr).unwrap();
     let t0 = Instant::now();
     slow.write_all(b"GET /metr").unwrap();
-    slow.set_read_timeout(Some(Duration::from_secs(15)))
+    slow.set_read_timeout(Some(Duration::from_secs(120)))
         .unwrap();
     let mut answer = Vec::new();
     let closed = slow.read_to_end(&mut answer);
     let took = t0.elapsed();
-    assert!(closed.is_ok(), "not closed after {took:?}: {closed:?}");
+    assert!(
+        closed.is_ok(),
+        "not closed after {took:?}: {closed:?}: the 5 s head deadline did not cut it (hang guard: 120 s; the machine may be overloaded, or it hung)"
+    );
     assert!(answer.is_empty(), "{answer:?}");
     assert!(took >= Duration::from_secs(4), "closed after {took:?}");
     // 300 idle connections, more than the 256 held: none is refused; the oldest are closed
@@ -458,17 +488,21 @@ fn hostile_http_clients_get_errors_and_the_server_stays_up() {
 /// Holds `n` connections against `addr` from a thread of its own: the even ones idle after
 /// connecting, the odd ones a slowloris sending a request head one byte every second. Each
 /// one the server closes is opened again at once, as an attacker would. Stops and closes
-/// them all when the returned flag is set.
+/// them all when the returned flag is set. The counter (and the thread's result) is how many
+/// it opened again.
 fn hold(
     addr: SocketAddr,
     n: usize,
 ) -> (
     std::sync::Arc<std::sync::atomic::AtomicBool>,
+    std::sync::Arc<std::sync::atomic::AtomicUsize>,
     std::thread::JoinHandle<usize>,
 ) {
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     let stop = std::sync::Arc::new(AtomicBool::new(false));
     let done = stop.clone();
+    let count = std::sync::Arc::new(AtomicUsize::new(0));
+    let counted = count.clone();
     let head =
         b"GET /metrics HTTP/1.1\r\nhost: x\r\nx-slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
     let open = move || {
@@ -490,6 +524,7 @@ fn hold(
                     *s = open();
                     *sent = 0;
                     reopened += 1;
+                    counted.store(reopened, Ordering::Relaxed);
                 } else if i % 2 == 1 {
                     *sent += 1;
                 }
@@ -503,27 +538,37 @@ fn hold(
         }
         reopened
     });
-    (stop, thread)
+    (stop, count, thread)
 }
 
 /// Issue 31's denial of service: 200 connections held open (half idle, half a slowloris)
 /// made every `/healthz` probe fail when the server refused connections beyond 16. Now every
-/// scrape of `/metrics` and `/healthz`, each on a fresh connection, is answered 200 within
-/// 1 s while they are held.
+/// scrape of `/metrics` and `/healthz`, each on a fresh connection, is answered 200 while they
+/// are held, and on across the moment the server cuts the slowloris connections. (How fast
+/// is printed, not asserted: a busy machine serves slowly.)
 #[test]
 fn scrapes_are_answered_while_200_idle_and_slowloris_connections_are_held() {
     let _machine = lock();
     let runs = tempfile::tempdir().unwrap();
     let m = Monitor::start(runs.path(), &["-c", "1", "--segment", "1h"]);
-    let (stop, holder) = hold(m.addr, 200);
+    let (stop, reopened, holder) = hold(m.addr, 200);
     // Let the held connections settle in before the first scrape.
     std::thread::sleep(Duration::from_secs(1));
     let mut slowest = Duration::ZERO;
-    for i in 0..20 {
+    let guard = Instant::now() + common::WAIT_GUARD;
+    let mut i = 0;
+    // At least 20 scrapes, and on until the server has cut (and the holder reopened) 100 of
+    // the held connections.
+    while i < 20 || reopened.load(std::sync::atomic::Ordering::Relaxed) < 100 {
+        assert!(
+            Instant::now() < guard,
+            "{}",
+            common::hang_guard("100 held connections cut", common::WAIT_GUARD)
+        );
         let path = if i % 2 == 0 { "/metrics" } else { "/healthz" };
         let t0 = Instant::now();
         let mut s = TcpStream::connect(m.addr).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
         s.write_all(
             format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").as_bytes(),
         )
@@ -534,22 +579,20 @@ fn scrapes_are_answered_while_200_idle_and_slowloris_connections_are_held() {
         let answer = String::from_utf8_lossy(&out);
         assert!(
             read.is_ok(),
-            "scrape {i} of {path}: {read:?} after {took:?}: {answer}"
+            "scrape {i} of {path}: {read:?} after {took:?} (a read timeout is the hang guard: 120 s): {answer}"
         );
         assert_eq!(status(&answer), 200, "scrape {i} of {path}: {answer}");
-        assert!(
-            took < Duration::from_secs(1),
-            "scrape {i} of {path} took {took:?}"
-        );
         slowest = slowest.max(took);
-        // Spread over 7 s, across the moment the server cuts the slowloris connections.
+        i += 1;
+        // Spread over 7 s at least, across the moment the server cuts the slowloris
+        // connections.
         std::thread::sleep(Duration::from_millis(300));
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let reopened = holder.join().unwrap();
     // The slowloris connections were cut at their head deadline and opened again.
     assert!(reopened >= 100, "{reopened} connections reopened");
-    println!("20 scrapes answered while 200 connections were held, the slowest in {slowest:?}; {reopened} held connections cut and reopened");
+    println!("{i} scrapes answered while 200 connections were held, the slowest in {slowest:?}; {reopened} held connections cut and reopened");
     let (_, code, said) = m.terminate();
     assert_eq!(code, Some(0), "{said}");
 }
@@ -603,11 +646,12 @@ fn a_real_prometheus_scrapes_the_monitor_and_agrees_with_its_samples() {
             .unwrap(),
     );
     let api: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let end = Instant::now() + Duration::from_secs(30);
+    let end = Instant::now() + common::WAIT_GUARD;
     while TcpStream::connect(api).is_err() {
         assert!(
             Instant::now() < end,
-            "Prometheus did not listen within 30 s"
+            "{}",
+            common::hang_guard("Prometheus listening", common::WAIT_GUARD)
         );
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -626,7 +670,7 @@ fn a_real_prometheus_scrapes_the_monitor_and_agrees_with_its_samples() {
         serde_json::from_str(json).unwrap_or(serde_json::Value::Null)
     };
     // Wait for 15 scrapes that saw releases.
-    let end = Instant::now() + Duration::from_secs(60);
+    let end = Instant::now() + common::WAIT_GUARD;
     let scrapes = loop {
         let r = query(
             "count_over_time(sandglass_timer_releases_total{cpu=\"1\"}[1m])",
@@ -641,7 +685,8 @@ fn a_real_prometheus_scrapes_the_monitor_and_agrees_with_its_samples() {
         }
         assert!(
             Instant::now() < end,
-            "Prometheus scraped {n} times in 60 s: {r}"
+            "{}: Prometheus scraped {n} times: {r}",
+            common::hang_guard("15 scrapes", common::WAIT_GUARD)
         );
         std::thread::sleep(Duration::from_millis(500));
     };
@@ -749,8 +794,9 @@ fn top_shows_one_row_per_cpu_in_a_terminal_and_quits_on_q() {
             break s;
         }
         assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "top did not quit on q"
+            t0.elapsed() < common::WAIT_GUARD,
+            "{}",
+            common::hang_guard("top's end on q", common::WAIT_GUARD)
         );
         std::thread::sleep(Duration::from_millis(20));
     };
@@ -800,7 +846,7 @@ fn wait_reading(
         if Instant::now() > end {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("top did not end within {bound:?} {what}: {text}");
+            panic!("{} {what}: {text}", common::hang_guard("top's end", bound));
         }
         match master.as_deref_mut() {
             Some(m) => {
@@ -833,7 +879,7 @@ fn top_with_its_input_not_a_terminal_refuses_at_once() {
     let (status, text) = wait_reading(
         Some(&mut master),
         &mut child,
-        Duration::from_secs(10),
+        common::WAIT_GUARD,
         "with its input /dev/null",
     );
     assert_eq!(status.code(), Some(2), "{text}");
@@ -856,7 +902,7 @@ fn top_ends_on_sigterm_on_sighup_and_when_its_terminal_goes_away() {
         let (status, tail) = match end {
             "closed" => {
                 drop(master);
-                wait_reading(None, &mut child, Duration::from_secs(15), end)
+                wait_reading(None, &mut child, common::WAIT_GUARD, end)
             }
             _ => {
                 let sig = if end == "SIGTERM" {
@@ -865,7 +911,7 @@ fn top_ends_on_sigterm_on_sighup_and_when_its_terminal_goes_away() {
                     sandglass_sys::signal::SIGHUP
                 };
                 sandglass_sys::signal::send_to_process(child.id() as i32, sig).unwrap();
-                let got = wait_reading(Some(&mut master), &mut child, Duration::from_secs(15), end);
+                let got = wait_reading(Some(&mut master), &mut child, common::WAIT_GUARD, end);
                 // The alternate screen was left.
                 assert!(got.1.contains("\x1b[?1049l"), "{end}: {:?}", got.1);
                 got
@@ -950,11 +996,12 @@ fn in_a_terminal_with_stdin(
     (master, child)
 }
 
-/// Reads the terminal until `done` holds for what was read (or 20 s pass).
+/// Reads the terminal until `done` holds for what was read (or the hang guard expires: the
+/// caller's checks of what was read then fail).
 fn read_until(master: &mut std::fs::File, done: impl Fn(&str) -> bool) -> String {
     use std::os::fd::AsRawFd;
     let mut text = String::new();
-    let end = Instant::now() + Duration::from_secs(20);
+    let end = Instant::now() + common::WAIT_GUARD;
     let mut buf = [0u8; 65536];
     loop {
         let mut p = libc::pollfd {
@@ -1016,9 +1063,7 @@ fn a_failed_segment_ends_the_monitor_with_exit_code_1() {
         .env("SANDGLASS_RUNS_DIR", runs.path())
         .env("SANDGLASS_RUNTIME_DIR", runtime_for(runs.path()))
         .env("SANDGLASS_FAULT", "stuck-thread=0")
-        .timeout(Duration::from_secs(120))
-        .output()
-        .unwrap();
+        .guarded_output();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains(" watchdog: "), "{stderr}");

@@ -9,12 +9,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
-use common::{is_root, lock, skip};
+use common::{is_root, lock, skip, Guarded};
 
 use assert_cmd::Command;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 /// Every versioned output, as `sandglass schema` names them.
 const KINDS: [&str; 34] = [
@@ -186,9 +185,7 @@ fn json_in(dir: &Path, args: &[&str]) -> Value {
         .args(args)
         .env("SANDGLASS_RUNS_DIR", dir)
         .current_dir(dir)
-        .timeout(Duration::from_secs(300))
-        .output()
-        .unwrap();
+        .guarded_output();
     assert!(
         out.status.success(),
         "sandglass {args:?} failed: {}",
@@ -484,9 +481,7 @@ fn analyze_json_matches_its_schemas() {
         .args(["hourglass", "-n", "2", "-d", "1s", "-x", "-o", "hg"])
         .env("SANDGLASS_RUNS_DIR", d)
         .current_dir(d)
-        .timeout(Duration::from_secs(60))
-        .output()
-        .unwrap();
+        .guarded_output();
     assert!(hourglass.status.success());
     let cases: Vec<(&str, Vec<&str>, &[&str])> = vec![
         (
@@ -708,9 +703,7 @@ fn hourglass_summary_matches_its_schema() {
         ])
         .env("SANDGLASS_RUNS_DIR", tmp.path())
         .current_dir(tmp.path())
-        .timeout(Duration::from_secs(300))
-        .output()
-        .unwrap();
+        .guarded_output();
     assert!(
         out.status.success(),
         "{}",

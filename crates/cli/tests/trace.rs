@@ -7,7 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
-use common::{lock, skip};
+use common::{lock, skip, Guarded};
 
 use assert_cmd::Command;
 use std::collections::BTreeMap;
@@ -109,26 +109,10 @@ fn traced_timer_names_the_competing_thread() {
     let _g = lock();
     let tmp = tempfile::tempdir().unwrap();
     let competitor_dir = tmp.path().join("competitor");
-    let Some(mut child) = competitor(&competitor_dir, 14) else {
+    let Some(mut child) = competitor(&competitor_dir, 20) else {
         return;
     };
-    // The competitor's measuring thread, once it exists.
-    let mut tid = None;
-    for _ in 0..100 {
-        std::thread::sleep(Duration::from_millis(50));
-        let tasks = std::fs::read_dir(format!("/proc/{}/task", child.id()));
-        tid = tasks.ok().and_then(|rd| {
-            rd.flatten().find_map(|e| {
-                let comm = std::fs::read_to_string(e.path().join("comm")).ok()?;
-                (comm.trim() == "sg-hourglass-0")
-                    .then(|| e.file_name().to_string_lossy().into_owned())
-            })
-        });
-        if tid.is_some() {
-            break;
-        }
-    }
-    let tid = tid.expect("the competitor's thread sg-hourglass-0 did not appear");
+    let tid = burst_thread(&mut child);
     let timer_dir = tmp.path().join("timer");
     let out = Command::cargo_bin("sandglass")
         .unwrap()
@@ -146,9 +130,7 @@ fn traced_timer_names_the_competing_thread() {
             "-o",
         ])
         .arg(&timer_dir)
-        .timeout(Duration::from_secs(60))
-        .output()
-        .unwrap();
+        .guarded_output();
     let _ = child.wait();
     assert_eq!(
         out.status.code(),
@@ -258,11 +240,17 @@ fn tracing_settings_are_restored_however_a_run_ends() {
     );
     assert_same(&before, "ended normally");
 
-    let child = timer_cmd(&tmp.path().join("sigint"), "20s")
+    let mut child = timer_cmd(&tmp.path().join("sigint"), "20s")
         .spawn()
         .unwrap();
-    // Into the measurement: calibration and setup take well under 2 s.
-    std::thread::sleep(Duration::from_millis(2500));
+    // Into the measurement (its manifest says `running`), however long a busy machine takes
+    // to start it.
+    let manifest = tmp.path().join("sigint/manifest.json");
+    common::wait_until("the run's running manifest", || {
+        assert!(child.try_wait().unwrap().is_none(), "the run ended");
+        std::fs::read_to_string(&manifest).is_ok_and(|m| m.contains("\"running\""))
+    });
+    std::thread::sleep(Duration::from_millis(500));
     sandglass_sys::signal::send_to_process(child.id() as i32, sandglass_sys::signal::SIGINT)
         .unwrap();
     let out = child.wait_with_output().unwrap();
@@ -314,7 +302,7 @@ fn tracing_settings_are_restored_however_a_run_ends() {
         .spawn()
         .unwrap();
     let prefix = format!("sandglass-{}-", child.id());
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let deadline = std::time::Instant::now() + common::WAIT_GUARD;
     let killed = loop {
         let found = std::fs::read_dir(&instances)
             .unwrap()
@@ -326,7 +314,8 @@ fn tracing_settings_are_restored_however_a_run_ends() {
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "no instance {prefix}* appeared"
+            "{}",
+            common::hang_guard(&format!("an instance {prefix}*"), common::WAIT_GUARD)
         );
         std::thread::sleep(Duration::from_millis(50));
     };
@@ -378,6 +367,12 @@ fn competitor(dir: &Path, secs: u32) -> Option<std::process::Child> {
     burst(dir, secs, "RTHIGH")
 }
 
+/// The id of the measuring thread (sg-hourglass-0) of a [`burst`] or [`competitor`], once it
+/// exists: from then on it runs its bursts.
+fn burst_thread(child: &mut std::process::Child) -> String {
+    common::wait_for_thread(child, "sg-hourglass-0")
+}
+
 /// An Hourglass thread of priority `priority` on CPU 1 that runs 2 ms every 100 ms for `secs`
 /// seconds; `None` (after printing why) without taskset.
 fn burst(dir: &Path, secs: u32, priority: &str) -> Option<std::process::Child> {
@@ -426,7 +421,7 @@ fn stop_above_ends_the_run_and_actions_run() {
     let Some(mut child) = competitor(&tmp.path().join("competitor"), 12) else {
         return;
     };
-    std::thread::sleep(Duration::from_millis(700));
+    burst_thread(&mut child);
     let dir = tmp.path().join("stop");
     let out = Command::cargo_bin("sandglass")
         .unwrap()
@@ -450,9 +445,7 @@ fn stop_above_ends_the_run_and_actions_run() {
             "-o",
         ])
         .arg(&dir)
-        .timeout(Duration::from_secs(60))
-        .output()
-        .unwrap();
+        .guarded_output();
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -493,9 +486,7 @@ fn stop_above_ends_the_run_and_actions_run() {
             "-o",
         ])
         .arg(&dir)
-        .timeout(Duration::from_secs(60))
-        .output()
-        .unwrap();
+        .guarded_output();
     let _ = child.wait();
     assert_eq!(out.status.code(), Some(0));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -532,9 +523,7 @@ fn hourglass_trace_attributes_preemption_gaps() {
             "-w", "PERIODIC", "2ms", "10ms", "-t", "1", "-w", "CPU", "--trace", "-o",
         ])
         .arg(&dir)
-        .timeout(Duration::from_secs(60))
-        .output()
-        .unwrap();
+        .guarded_output();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(
         out.status.code(),
@@ -823,17 +812,21 @@ fn traced_timer(dir: &Path, extra: &[&str]) -> (String, Vec<Delay>, Vec<Recorded
         all
     });
     let second = rx
-        .recv_timeout(Duration::from_secs(30))
+        .recv_timeout(common::WAIT_GUARD)
         .ok()
         .map(|_| Independent::start("b"));
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + common::COMMAND_GUARD;
     let status = loop {
         if let Some(s) = child.try_wait().unwrap() {
             break s;
         }
         if Instant::now() > deadline {
             let _ = child.kill();
-            break child.wait().unwrap();
+            let _ = child.wait();
+            panic!(
+                "{}",
+                common::hang_guard("the traced run's end", common::COMMAND_GUARD)
+            );
         }
         std::thread::sleep(Duration::from_millis(50));
     };
@@ -1087,10 +1080,10 @@ fn wakeup_path_names_a_fifo_99_burst() {
 
 fn beside_a_burst() {
     let tmp = common::KeptOnFailure::new();
-    let Some(mut child) = burst(&tmp.path().join("burst"), 12, "f:99") else {
+    let Some(mut child) = burst(&tmp.path().join("burst"), 16, "f:99") else {
         return;
     };
-    std::thread::sleep(Duration::from_millis(1500));
+    burst_thread(&mut child);
     let (tid, delays, events) = traced_timer(&tmp.path().join("timer"), &[]);
     let _ = child.wait();
     let checked = check_paths(&tid, &delays, &events);
@@ -1119,4 +1112,139 @@ fn beside_a_burst() {
     }
     eprintln!("{} delays checked, {held} held by the burst", checked.len());
     assert!(held >= 30, "only {held} delays were held by the burst");
+}
+
+/// The fields of one `attribution.csv` line (names are quoted, their quotes doubled).
+fn csv_fields(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut field = String::new();
+    let mut quoted = false;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' if quoted && chars.peek() == Some(&'"') => {
+                field.push('"');
+                chars.next();
+            }
+            '"' => quoted = !quoted,
+            ',' if !quoted => out.push(std::mem::take(&mut field)),
+            c => field.push(c),
+        }
+    }
+    out.push(field);
+    out
+}
+
+/// A traced timer run beside `--load disk`: for every delay the sampler explains, the kernel's
+/// attribution of the same delay (from `attribution.csv`) decides. Where a task took most of
+/// it, no sampler sentence says the wakeup or its timer interrupt came late, and the sampler's
+/// wait is labelled as its window's; every delay the trace attributed says what the trace
+/// found, first.
+#[test]
+fn a_traced_timer_beside_a_disk_load_never_contradicts_its_trace() {
+    if !tracing_available() {
+        return;
+    }
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("timer");
+    let out = Command::cargo_bin("sandglass")
+        .unwrap()
+        .args([
+            "timer",
+            "-c",
+            "1",
+            "-d",
+            "6s",
+            "--trace",
+            "--load",
+            "disk",
+            "--settle",
+            "1s",
+            "--explain-above",
+            "100us",
+            "--json",
+            "-o",
+        ])
+        .arg(&dir)
+        // A hang guard only: the run takes about 8 s.
+        .timeout(Duration::from_secs(180))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // Every attributed delay: (cpu, start, end) and its largest share's kind and name.
+    let csv = std::fs::read_to_string(dir.join("attribution.csv")).unwrap();
+    let mut windows: Vec<(u64, u64, u64, String, String, u64)> = Vec::new();
+    for line in csv.lines().skip(1) {
+        let f = csv_fields(line);
+        let n = |i: usize| f[i].parse::<u64>().unwrap();
+        let (cpu, start, end, ns) = (n(0), n(1), n(2), n(6));
+        match windows.last_mut() {
+            Some(w) if (w.0, w.1, w.2) == (cpu, start, end) => {
+                if ns > w.5 {
+                    (w.3, w.4, w.5) = (f[4].clone(), f[5].clone(), ns);
+                }
+            }
+            _ => windows.push((cpu, start, end, f[4].clone(), f[5].clone(), ns)),
+        }
+    }
+    let spikes = v["causes"]["explanation"]["spikes"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let mut checked = 0;
+    for s in &spikes {
+        let (cpu, at, size) = (
+            s["cpu"].as_u64().unwrap(),
+            s["at_ns"].as_u64().unwrap(),
+            s["size_ns"].as_u64().unwrap(),
+        );
+        let overlap = |w: &&(u64, u64, u64, String, String, u64)| {
+            w.2.min(at + size).saturating_sub(w.1.max(at))
+        };
+        let Some(w) = windows
+            .iter()
+            .filter(|w| w.0 == cpu && overlap(w) > 0)
+            .max_by_key(overlap)
+        else {
+            continue;
+        };
+        let inferred = s["inferred"]["text"].as_str().unwrap_or("");
+        let traced = s["traced"].as_str().unwrap_or("");
+        assert!(
+            traced.contains(&w.4),
+            "a traced delay says what the trace found ({} {}): {s}",
+            w.3,
+            w.4
+        );
+        if w.3 == "thread" {
+            for claim in [
+                "came late",
+                "timer interrupt was late",
+                "runnable only",
+                "without a task switch",
+            ] {
+                assert!(
+                    !inferred.contains(claim),
+                    "the trace names the task {} for the delay, the sampler says {inferred:?}: {s}",
+                    w.4
+                );
+            }
+        }
+        if inferred.contains("waited runnable") {
+            assert!(inferred.contains("window around it"), "{inferred}");
+        }
+        checked += 1;
+    }
+    eprintln!(
+        "{checked} of {} explained delays checked against {} traced ones",
+        spikes.len(),
+        windows.len()
+    );
 }

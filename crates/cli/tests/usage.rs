@@ -455,7 +455,12 @@ fn analyze_bad_files_name_the_file_and_line() {
         "analyze mttf --buffer 1ms --buffers 2",
         "give the latency distribution",
     );
-    usage_error("analyze ctxsw /nonexistent-run", "no manifest.json");
+    usage_error(
+        "analyze ctxsw /nonexistent-run",
+        "no run or study /nonexistent-run: no such directory",
+    );
+    // A directory that is no run.
+    usage_error("analyze ctxsw /", "no manifest.json");
 }
 
 /// Names are the user's own labels, printed on terminals and in Markdown: a task or study name

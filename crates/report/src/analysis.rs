@@ -202,6 +202,12 @@ pub fn write_rta_validation(w: &mut dyn Write, v: &Validation) -> io::Result<()>
             t.agreement.describe()
         )?;
     }
+    if v.tasks.iter().any(|t| t.misses > 0) {
+        writeln!(
+            w,
+            "worst response is of the jobs that completed: a missed job is dropped unfinished at its deadline (counted in missed)"
+        )?;
+    }
     for t in &v.tasks {
         let r = t.predicted_response_ns;
         match t.agreement {

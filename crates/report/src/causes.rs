@@ -221,13 +221,18 @@ fn write_kernel(w: &mut dyn Write, k: &sandglass::causes::KernelCauses) -> io::R
             "  {:>4}  {:>7}  {:>8}  {:>9}  {:>9}  {:>9}  {:>9}",
             "CPU", "", "count", "min", "p50", "p99", "max"
         )?;
-        for l in &k.latency {
+        for (i, l) in k.latency.iter().enumerate() {
+            // The softirqs are the CPU's: one row per CPU, whatever its threads.
+            let cpu_seen = k.latency[..i].iter().any(|o| o.cpu == l.cpu);
             for (what, d) in [
                 ("IRQ", &l.irq_ns),
                 ("softirq", &l.softirq_ns),
                 ("thread", &l.thread_ns),
             ] {
                 let Some(d) = d else { continue };
+                if what == "softirq" && cpu_seen {
+                    continue;
+                }
                 writeln!(
                     w,
                     "  {:>4}  {:>7}  {:>8}  {:>9}  {:>9}  {:>9}  {:>9}",

@@ -116,15 +116,41 @@ pub fn write(w: &mut dyn Write, r: &Report) -> io::Result<()> {
                 "no significant difference"
             }
         )?;
+        let unjudged = |basis: &str| {
+            c.changes
+                .iter()
+                .filter(|ch| ch.basis == basis)
+                .map(|ch| ch.figure.as_str())
+                .collect::<Vec<_>>()
+        };
+        let mut why = Vec::new();
+        let few = unjudged("too few samples");
+        if !few.is_empty() {
+            why.push(format!(
+                "{} (too few samples for a 95% interval)",
+                few.join(", ")
+            ));
+        }
+        let one = unjudged("one sample");
+        if !one.is_empty() {
+            why.push(format!("{} (one sample per run)", one.join(", ")));
+        }
+        if !why.is_empty() {
+            writeln!(
+                w,
+                "  {letter}: never flagged, whatever their change: {}",
+                why.join("; ")
+            )?;
+        }
     }
     writeln!(
         w,
-        "  ! marks a regression: worse by more than {:.0}% where the distributions differ (p < {})",
+        "  ! marks a regression: worse by more than {:.0}% and that figure's own change significant (its 95% interval above the baseline's; a count: p < {}); max is one sample per run, never flagged",
         r.tolerance * 100.0,
         r.alpha
     )?;
     if r.crossed.is_empty() {
-        writeln!(w, "verdict: pass")?;
+        writeln!(w, "{}", verdict_without_gates(r))?;
     } else {
         for x in &r.crossed {
             if x.gate == "above" {
@@ -157,6 +183,50 @@ pub fn write(w: &mut dyn Write, r: &Report) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The verdict when no gate is crossed: "pass" only where nothing is flagged, and it says how
+/// many figures changed within noise.
+pub fn verdict_without_gates(r: &Report) -> String {
+    let letter = |i: usize| (b'A' + ((i + 1) % 26) as u8) as char;
+    let flagged: Vec<String> = r
+        .comparisons
+        .iter()
+        .enumerate()
+        .flat_map(|(i, c)| {
+            c.changes
+                .iter()
+                .filter(|ch| ch.regression)
+                .map(move |ch| format!("{} in {}", ch.figure, letter(i)))
+        })
+        .collect();
+    if !flagged.is_empty() {
+        return format!(
+            "verdict: no gate crossed (exit 0), but {} regression{} flagged: {}",
+            flagged.len(),
+            if flagged.len() == 1 { "" } else { "s" },
+            flagged.join(", ")
+        );
+    }
+    let noise = r
+        .comparisons
+        .iter()
+        .flat_map(|c| &c.changes)
+        .filter(|ch| {
+            !ch.regression
+                && ch
+                    .relative
+                    .map_or(ch.value > ch.baseline, |x| x > r.tolerance)
+        })
+        .count();
+    match noise {
+        0 => "verdict: pass (no significant regression)".to_string(),
+        n => format!(
+            "verdict: pass (no significant regression; {n} figure{} worse by more than {:.0}% without a significant change of their own)",
+            if n == 1 { "" } else { "s" },
+            r.tolerance * 100.0
+        ),
+    }
 }
 
 #[cfg(test)]

@@ -288,11 +288,7 @@ fn thread_lines(w: &mut dyn Write, t: &ThreadResult, r: &HourglassResult) -> io:
             percent(share)
         )?;
         if let Some(resp) = &t.response {
-            writeln!(
-                w,
-                "#   response time (release to completion): {}",
-                dist(resp)
-            )?;
+            writeln!(w, "#   {}: {}", response_label(t), dist(resp))?;
         }
     }
     if let Some(l) = &t.lateness {
@@ -316,6 +312,41 @@ fn thread_lines(w: &mut dyn Write, t: &ThreadResult, r: &HourglassResult) -> io:
     }
     let _ = r;
     Ok(())
+}
+
+/// What a thread's response-time figures include: every job, the missed ones at their
+/// deadline, or (runs written before misses were counted) the hits alone.
+pub fn response_label(t: &ThreadResult) -> String {
+    let (h, m) = (t.hits.unwrap_or(0), t.misses.unwrap_or(0));
+    let total = count(h + m);
+    if !t.response_counts_misses {
+        format!(
+            "response time of the {} hits (release to completion; {} missed of {total} left out)",
+            count(h),
+            count(m)
+        )
+    } else if m == 0 {
+        format!("response time of all {total} jobs (release to completion)")
+    } else {
+        format!(
+            "response time of all {total} jobs (release to completion; missed {} of {total}, each counted at its deadline)",
+            count(m)
+        )
+    }
+}
+
+/// The worst response of a thread as a table cell: the maximum, marked when it is a missed
+/// job's deadline (a lower bound) or when the missed jobs are left out.
+pub fn worst_response(t: &ThreadResult) -> String {
+    let Some(r) = &t.response else {
+        return "-".into();
+    };
+    let max = Nanos(r.max_ns.max(0) as u64);
+    match t.misses.unwrap_or(0) {
+        0 => max.to_string(),
+        m if t.response_counts_misses => format!("≥ {max} ({m} missed)"),
+        m => format!("{max} of the hits ({m} missed)"),
+    }
 }
 
 /// The `#` summary block.
@@ -446,4 +477,45 @@ pub fn write_summary(w: &mut dyn Write, r: &HourglassResult) -> io::Result<()> {
     }
     writeln!(w, "# run directory: {}", r.run.run_dir)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod response_tests {
+    use super::*;
+
+    /// The PERIODIC thread of a run of format 1 (476 hits, 24 misses), as this version would
+    /// have written it or as written then.
+    fn periodic(counts_misses: bool) -> ThreadResult {
+        let v: serde_json::Value = serde_json::from_str(include_str!(
+            "../../cli/tests/data/v1/hourglass/summary.json"
+        ))
+        .expect("JSON");
+        let mut t = v["threads"][1].clone();
+        t["response_counts_misses"] = counts_misses.into();
+        serde_json::from_value(t).expect("a thread")
+    }
+
+    #[test]
+    fn response_figures_say_what_they_include() {
+        let t = periodic(true);
+        assert_eq!(
+            response_label(&t),
+            "response time of all 500 jobs (release to completion; missed 24 of 500, each counted at its deadline)"
+        );
+        assert_eq!(worst_response(&t), "≥ 1.943 ms (24 missed)");
+        let t = periodic(false);
+        assert_eq!(
+            response_label(&t),
+            "response time of the 476 hits (release to completion; 24 missed of 500 left out)"
+        );
+        assert_eq!(worst_response(&t), "1.943 ms of the hits (24 missed)");
+        let mut t = periodic(true);
+        t.misses = Some(0);
+        t.hits = Some(500);
+        assert_eq!(
+            response_label(&t),
+            "response time of all 500 jobs (release to completion)"
+        );
+        assert_eq!(worst_response(&t), "1.943 ms");
+    }
 }

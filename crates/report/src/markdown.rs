@@ -159,10 +159,7 @@ pub fn hourglass(
                 (Some(h), Some(m)) => format!("{h} / {m}"),
                 _ => "-".into(),
             },
-            t.response
-                .as_ref()
-                .map(|x| time(x.max_ns.max(0) as u64))
-                .unwrap_or_else(|| "-".into())
+            cell(&crate::hourglass::worst_response(t))
         )?;
     }
     writeln!(w)?;

@@ -164,7 +164,15 @@ fn worst_block(w: &mut dyn Write, r: &TimerResult) -> io::Result<()> {
         row(w, "corrected", &p, fewest)?;
     }
     if let Some(p) = histo::worst_cpu(r.cpus.iter().filter_map(|c| c.raw_lateness_ns.as_ref())) {
-        row(w, "raw", &p, fewest)?;
+        // The raw figures are the wakeups' (missed releases have none): a percentile prints
+        // where every CPU has the wakeups for it, as in each CPU's own raw row.
+        let fewest_raw = r
+            .cpus
+            .iter()
+            .map(|c| c.raw_lateness_ns.as_ref().map_or(0, |p| p.count))
+            .min()
+            .unwrap_or(0);
+        row(w, "raw", &p, fewest_raw)?;
     }
     Ok(())
 }
@@ -188,4 +196,45 @@ pub fn write(w: &mut dyn Write, r: &TimerResult) -> io::Result<()> {
     }
     worst_block(w, r)?;
     crate::text::run_footer(w, &r.run)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// The golden run's summary (two CPUs of 42,000 releases).
+    fn golden() -> TimerResult {
+        let snap = include_str!("../../cli/tests/snapshots/golden__timer_json.snap");
+        let json = snap.splitn(3, "---\n").nth(2).unwrap();
+        serde_json::from_str(json).unwrap()
+    }
+
+    /// The worst-CPU block's raw row prints a percentile only where every CPU has the wakeups
+    /// for it, as each CPU's raw row does: a CPU with 5,000 wakeups supports p99.9 and not
+    /// p99.99, whatever the releases (missed releases have no raw figure).
+    #[test]
+    fn the_worst_raw_row_needs_every_cpus_own_wakeups() {
+        let mut r = golden();
+        if let Some(p) = r.cpus[1].raw_lateness_ns.as_mut() {
+            p.count = 5_000;
+        }
+        let mut out = Vec::new();
+        worst_block(&mut out, &r).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let raw: Vec<&str> = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("raw"))
+            .unwrap()
+            .split_whitespace()
+            .collect();
+        // raw, min, p50, p90, p99, p99.9, p99.99, p99.9999, max (two words each but the label).
+        assert_eq!(raw.len(), 1 + 2 * 8 - 2, "{text}");
+        assert_eq!(&raw[raw.len() - 4..raw.len() - 2], ["-", "-"], "{text}");
+        let corrected = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("corrected"))
+            .unwrap();
+        assert!(corrected.contains("1.5 ms"), "{text}");
+    }
 }

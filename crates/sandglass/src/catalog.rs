@@ -105,16 +105,34 @@ pub enum CatalogError {
     Path(PathBuf, String),
     #[error("{id} is already in the catalog at {existing}; remove one of them first (sandglass runs rm {id})")]
     Duplicate { id: String, existing: PathBuf },
-    #[error("no run or study {0} in the catalog; `sandglass runs` lists them (and `sandglass runs rebuild` indexes directories added by hand)")]
+    #[error("no run or study {0}: no such directory, and no run or study id in the runs directory or the catalog starts with it; `sandglass runs` lists them (and `sandglass runs rebuild` indexes directories added by hand)")]
     NotFound(String),
-    #[error("the run id is empty (an unset variable?); give a run or study id, or a unique prefix of one (`sandglass runs` lists them)")]
+    #[error("the run is empty (an unset variable?); give a run or study directory, an id or a unique prefix of one, or STUDY/CELL (`sandglass runs` lists them)")]
     EmptyId,
-    #[error("{prefix} matches {count} runs ({examples}); give more of the id")]
+    #[error(
+        "run {prefix} is ambiguous: {count} runs start with it: {examples}; give more of the id"
+    )]
     Ambiguous {
         prefix: String,
         count: usize,
         examples: String,
     },
+    #[error("{text}: {study} is a {kind} run, not a study, so it has no cell {cell}; a study's cell is STUDY/CELL")]
+    NotAStudy {
+        text: String,
+        study: String,
+        kind: String,
+        cell: String,
+    },
+    #[error("{text}: study {study} has no cell {cell}; its cells: {cells}")]
+    NoCell {
+        text: String,
+        study: String,
+        cell: String,
+        cells: String,
+    },
+    #[error("{0}: the directory is not in the catalog; add it with `sandglass runs import {0}`")]
+    NotIndexed(PathBuf),
     #[error("{id} is still running (a sandglass process is writing it): stop that run first, or remove it anyway with --force")]
     Running { id: String },
     #[error("{id} is a cell of study {study}; remove the whole study (sandglass runs rm {study})")]
@@ -307,6 +325,9 @@ impl CatalogError {
                 | CatalogError::ReadOnly { .. }
                 | CatalogError::NotOwned { .. }
                 | CatalogError::EmptyId
+                | CatalogError::NotAStudy { .. }
+                | CatalogError::NoCell { .. }
+                | CatalogError::NotIndexed(_)
         )
     }
 }
@@ -837,52 +858,49 @@ impl Catalog {
             .map_err(self.sql())
     }
 
-    /// The row whose id is `text` or, failing that, starts with it. A prefix that matches
-    /// several rows is ambiguous, except that a study's id prefix names the study rather than
-    /// its cells.
+    /// The row of the run, study or cell `text` names, in any form [`resolve_run`] takes.
     pub fn resolve(&self, text: &str) -> Result<Entry, CatalogError> {
-        if text.trim().is_empty() {
-            return Err(CatalogError::EmptyId);
-        }
-        if let Some(e) = self.get(text)? {
-            return Ok(e);
-        }
+        let path = resolve_run(&self.base, Some(self), text)?;
+        let path = absolute(&path).unwrap_or(path);
+        self.entry_at(&path)?
+            .ok_or_else(|| CatalogError::NotIndexed(path))
+    }
+
+    /// The row of the directory `path` (absolute, as the catalog records it).
+    pub fn entry_at(&self, path: &Path) -> Result<Option<Entry>, CatalogError> {
+        self.conn
+            .query_row(
+                &format!(
+                    "SELECT {COLUMNS} FROM runs WHERE path = ?1 ORDER BY study IS NOT NULL LIMIT 1"
+                ),
+                params![path.to_string_lossy()],
+                row_entry,
+            )
+            .optional()
+            .map_err(self.sql())
+    }
+
+    /// The runs and studies (not cells) whose id is `text` or starts with it, as
+    /// `(id, kind, path)`.
+    fn top_level_starting(&self, text: &str) -> Result<Vec<Named>, CatalogError> {
         let pattern = format!("{}%", like_escape(text));
         let mut stmt = self
             .conn
-            .prepare(&format!(
-                "SELECT {COLUMNS} FROM runs WHERE id LIKE ?1 ESCAPE '\\' ORDER BY id"
-            ))
+            .prepare(
+                "SELECT id, kind, path FROM runs WHERE study IS NULL AND id LIKE ?1 ESCAPE '\\' ORDER BY id",
+            )
             .map_err(self.sql())?;
-        let all: Vec<Entry> = stmt
-            .query_map(params![pattern], row_entry)
+        let rows = stmt
+            .query_map(params![pattern], |r| {
+                Ok(Named {
+                    id: r.get(0)?,
+                    kind: Some(r.get(1)?),
+                    path: PathBuf::from(r.get::<_, String>(2)?),
+                })
+            })
             .and_then(|rows| rows.collect())
             .map_err(self.sql())?;
-        let top: Vec<&Entry> = all.iter().filter(|e| e.study.is_none()).collect();
-        let chosen: Vec<&Entry> = if text.contains('/') || top.is_empty() {
-            all.iter().collect()
-        } else {
-            top
-        };
-        match chosen.len() {
-            0 => Err(CatalogError::NotFound(text.to_string())),
-            1 => Ok(chosen[0].clone()),
-            n => Err(CatalogError::Ambiguous {
-                prefix: text.to_string(),
-                count: n,
-                examples: chosen
-                    .iter()
-                    .take(AMBIGUOUS_NAMED)
-                    .map(|e| e.id.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-                    + &if n > AMBIGUOUS_NAMED {
-                        format!(" and {} more", n - AMBIGUOUS_NAMED)
-                    } else {
-                        String::new()
-                    },
-            }),
-        }
+        Ok(rows)
     }
 
     /// The rows that pass `filter`, newest first.
@@ -1101,6 +1119,207 @@ pub enum Removal {
 
 /// How many of the runs an ambiguous prefix matches are named.
 const AMBIGUOUS_NAMED: usize = 10;
+
+/// A candidate for a run argument: its id, its kind when known, its directory.
+#[derive(Clone, Debug)]
+struct Named {
+    id: String,
+    kind: Option<String>,
+    path: PathBuf,
+}
+
+impl Named {
+    /// `ID (KIND)`, reading the kind from the directory when the catalog did not give it.
+    fn label(&self) -> String {
+        let kind = self.kind.clone().or_else(|| dir_kind(&self.path));
+        match kind {
+            Some(k) => format!("{} ({k})", self.id),
+            None => self.id.clone(),
+        }
+    }
+}
+
+/// `study` for a study directory, the manifest's kind for a run directory.
+fn dir_kind(dir: &Path) -> Option<String> {
+    if dir.join(study_run::STATE_FILE).is_file() {
+        return Some(STUDY_KIND.into());
+    }
+    RunReader::open_any_state(dir)
+        .ok()
+        .map(|r| r.manifest.kind.clone())
+}
+
+/// The one run every command that takes a run reads: `text` is
+///
+/// - a run or study directory (as given, relative to the working directory);
+/// - a run or study id, or a unique prefix of one, among the runs directory `base`'s
+///   directories and the `catalog`'s rows (runs imported from elsewhere included); a
+///   prefix names runs and studies, not the cells of a study;
+/// - `STUDY/CELL`: a cell of a study, where STUDY is any of the above and CELL the cell's
+///   directory name or a unique prefix of it (`STUDYID/cell-001`); a prefix that matches a
+///   cell and its kept earlier attempts (`CELL.attempt-N`) names the cell.
+///
+/// Several matches are one error naming them ([`CatalogError::Ambiguous`]); nothing is
+/// written.
+pub fn resolve_run(
+    base: &Path,
+    catalog: Option<&Catalog>,
+    text: &str,
+) -> Result<PathBuf, CatalogError> {
+    if text.trim().is_empty() {
+        return Err(CatalogError::EmptyId);
+    }
+    let given = Path::new(text);
+    if given.is_dir() {
+        return Ok(given.to_path_buf());
+    }
+    if let Some((study, cell)) = text.trim_end_matches('/').rsplit_once('/') {
+        return resolve_cell(base, catalog, text, study, cell);
+    }
+    if text.ends_with('/') {
+        return resolve_run(base, catalog, text.trim_end_matches('/'));
+    }
+    let mut found: Vec<Named> = match catalog {
+        Some(c) => c.top_level_starting(text)?,
+        None => Vec::new(),
+    };
+    if let Ok(rd) = std::fs::read_dir(base) {
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let p = e.path();
+            let is_run =
+                p.join("manifest.json").is_file() || p.join(study_run::STATE_FILE).is_file();
+            if name.starts_with(text) && p.is_dir() && is_run && !found.iter().any(|n| n.id == name)
+            {
+                found.push(Named {
+                    id: name,
+                    kind: None,
+                    path: p,
+                });
+            }
+        }
+    }
+    found.sort_by(|a, b| a.id.cmp(&b.id));
+    if let Some(exact) = found.iter().find(|n| n.id == text) {
+        return Ok(exact.path.clone());
+    }
+    one_of(text, found).ok_or_else(|| CatalogError::NotFound(text.to_string()))?
+}
+
+/// The single candidate, an ambiguity naming them all, or `None` when there is none.
+fn one_of(text: &str, mut found: Vec<Named>) -> Option<Result<PathBuf, CatalogError>> {
+    match found.len() {
+        0 => None,
+        1 => Some(Ok(found.remove(0).path)),
+        n => Some(Err(CatalogError::Ambiguous {
+            prefix: text.to_string(),
+            count: n,
+            examples: found
+                .iter()
+                .take(AMBIGUOUS_NAMED)
+                .map(Named::label)
+                .collect::<Vec<_>>()
+                .join(", ")
+                + &if n > AMBIGUOUS_NAMED {
+                    format!(" and {} more", n - AMBIGUOUS_NAMED)
+                } else {
+                    String::new()
+                },
+        })),
+    }
+}
+
+/// `STUDY/CELL` ([`resolve_run`]).
+fn resolve_cell(
+    base: &Path,
+    catalog: Option<&Catalog>,
+    text: &str,
+    study: &str,
+    cell: &str,
+) -> Result<PathBuf, CatalogError> {
+    // A path that does not exist (`/no/such/run`) is no study's cell either: it is named whole.
+    let dir = match resolve_run(base, catalog, study) {
+        Err(CatalogError::NotFound(_) | CatalogError::EmptyId) => {
+            return Err(CatalogError::NotFound(text.to_string()))
+        }
+        r => r?,
+    };
+    let study_id = || {
+        study_run::read_state(&dir)
+            .map(|r| r.id)
+            .unwrap_or_else(|_| study.to_string())
+    };
+    if !dir.join(study_run::STATE_FILE).is_file() {
+        // A directory that is no run either: the text was a path, not STUDY/CELL.
+        let Some(kind) = dir_kind(&dir) else {
+            return Err(CatalogError::NotFound(text.to_string()));
+        };
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| study.to_string());
+        return Err(CatalogError::NotAStudy {
+            text: text.to_string(),
+            study: name,
+            kind,
+            cell: cell.to_string(),
+        });
+    }
+    let cells: Vec<Named> = cell_dirs(&dir)
+        .into_iter()
+        .map(|p| Named {
+            id: p
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            kind: None,
+            path: p,
+        })
+        .collect();
+    if let Some(exact) = cells.iter().find(|n| n.id == cell) {
+        return Ok(exact.path.clone());
+    }
+    let mut found: Vec<Named> = cells
+        .iter()
+        .filter(|n| n.id.starts_with(cell))
+        .cloned()
+        .collect();
+    // A cell's earlier attempts kept beside it do not make its prefix ambiguous.
+    let current: Vec<Named> = found
+        .iter()
+        .filter(|n| !n.id.contains(".attempt-"))
+        .cloned()
+        .collect();
+    if !current.is_empty() {
+        found = current;
+    }
+    let id = study_id();
+    for n in &mut found {
+        n.id = format!("{id}/{}", n.id);
+    }
+    one_of(text, found).unwrap_or_else(|| {
+        Err(CatalogError::NoCell {
+            text: text.to_string(),
+            study: id,
+            cell: cell.to_string(),
+            cells: if cells.is_empty() {
+                "none yet".to_string()
+            } else {
+                cells
+                    .iter()
+                    .take(AMBIGUOUS_NAMED)
+                    .map(|n| n.id.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+                    + &if cells.len() > AMBIGUOUS_NAMED {
+                        format!(" and {} more", cells.len() - AMBIGUOUS_NAMED)
+                    } else {
+                        String::new()
+                    }
+            },
+        })
+    })
+}
 
 /// True when SQLite says a table is missing (an empty file is a database without tables).
 fn is_missing_table(e: &CatalogError) -> bool {
@@ -2118,6 +2337,108 @@ mod tests {
     }
 
     #[test]
+    fn one_resolver_takes_directories_ids_prefixes_and_study_cells() {
+        use crate::study::run::{CellState, StudyState};
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().join("runs");
+        let a = base.join("20261122-080000-timer-aaaa");
+        timer_run(&a, "2026-11-22T08:00:00Z");
+        let sdir = base.join("20261122-093512-study-quick-5f0e");
+        for cell in [
+            "cell-001-timer-idle",
+            "cell-001-timer-idle.attempt-1",
+            "cell-002-timer-cpu-disk",
+        ] {
+            noise_run(
+                &sdir.join(cell),
+                "2026-11-22T09:35:12Z",
+                RunState::Completed,
+            );
+        }
+        quick_study(&sdir, StudyState::Interrupted, |i| {
+            if i < 2 {
+                CellState::Completed
+            } else {
+                CellState::Pending
+            }
+        });
+        let ext = tmp.path().join("elsewhere").join("ext-run");
+        timer_run(&ext, "2026-11-22T07:00:00Z");
+        let mut c = Catalog::open(&base).unwrap();
+        c.index(&a).unwrap();
+        c.index(&sdir).unwrap();
+        c.index(&ext).unwrap();
+        // Added by hand after the catalog was filled: found by its directory's name.
+        let b = base.join("20261122-090000-timer-bbbb");
+        timer_run(&b, "2026-11-22T09:00:00Z");
+        let r = |text: &str| resolve_run(&base, Some(&c), text);
+
+        // Ids and unique prefixes, from the catalog and from the directories.
+        assert_eq!(
+            r("20261122-080000-timer-aaaa").unwrap(),
+            a.canonicalize().unwrap()
+        );
+        assert_eq!(resolve_run(&base, None, "20261122-08").unwrap(), a);
+        assert_eq!(r("20261122-090").unwrap(), b);
+        assert_eq!(r("ext").unwrap(), ext.canonicalize().unwrap());
+        assert!(matches!(
+            resolve_run(&base, None, "ext"),
+            Err(CatalogError::NotFound(_))
+        ));
+        // A directory as given.
+        assert_eq!(r(b.to_str().unwrap()).unwrap(), b);
+        // An ambiguous prefix names each candidate and its kind, runs and studies only.
+        let e = r("20261122-09").expect_err("ambiguous");
+        assert!(matches!(e, CatalogError::Ambiguous { count: 2, .. }), "{e}");
+        let text = e.to_string();
+        assert!(
+            text.starts_with("run 20261122-09 is ambiguous: 2 runs start with it: 20261122-090000-timer-bbbb (timer), 20261122-093512-study-quick-5f0e (study); give more of the id"),
+            "{text}"
+        );
+        // Cells: the study by id, prefix or directory, the cell by name or prefix.
+        let cell1 = sdir.join("cell-001-timer-idle");
+        for text in [
+            "20261122-093512-study-quick-5f0e/cell-001-timer-idle".to_string(),
+            "20261122-0935/cell-001".to_string(),
+            format!("{}/cell-001", sdir.display()),
+        ] {
+            let got = r(&text).unwrap();
+            assert_eq!(got.file_name(), cell1.file_name(), "{text}");
+        }
+        assert!(r("20261122-0935/cell-001-timer-idle.att")
+            .unwrap()
+            .ends_with("cell-001-timer-idle.attempt-1"));
+        let e = r("20261122-0935/cell-0").expect_err("two cells");
+        assert!(matches!(e, CatalogError::Ambiguous { count: 2, .. }), "{e}");
+        assert!(e
+            .to_string()
+            .contains("20261122-093512-study-quick-5f0e/cell-002-timer-cpu-disk (noise)"));
+        let e = r("20261122-0935/cell-9").expect_err("no such cell");
+        assert!(matches!(e, CatalogError::NoCell { .. }), "{e}");
+        let e = r("20261122-08/cell-001").expect_err("not a study");
+        assert!(e.to_string().contains("is a timer run, not a study"), "{e}");
+        for missing in ["1999", "/no/such/run", "%", "no/such"] {
+            assert!(
+                matches!(r(missing), Err(CatalogError::NotFound(_))),
+                "{missing}"
+            );
+        }
+        assert!(matches!(r(" "), Err(CatalogError::EmptyId)));
+        // The catalog's own lookup takes the same forms and gives the row.
+        let cell = c.resolve("20261122-0935/cell-002").unwrap();
+        assert_eq!(
+            cell.id,
+            "20261122-093512-study-quick-5f0e/cell-002-timer-cpu-disk"
+        );
+        assert_eq!(
+            c.resolve(a.to_str().unwrap()).unwrap().id,
+            "20261122-080000-timer-aaaa"
+        );
+        let e = c.resolve("20261122-090").expect_err("not indexed");
+        assert!(matches!(e, CatalogError::NotIndexed(_)), "{e}");
+    }
+
+    #[test]
     fn lists_newest_first_with_filters_and_resolves_prefixes() {
         let tmp = tempfile::tempdir().unwrap();
         let base = tmp.path().join("runs");
@@ -2249,7 +2570,10 @@ mod tests {
         }
         let e = c.resolve("2026").expect_err("ambiguous");
         let text = e.to_string();
-        assert!(text.contains("matches 12 runs"), "{text}");
+        assert!(
+            text.contains("run 2026 is ambiguous: 12 runs start with it"),
+            "{text}"
+        );
         assert!(text.contains("20261122-100009-timer-aaaa"), "{text}");
         assert!(text.contains("and 2 more"), "{text}");
         assert!(e.is_usage());

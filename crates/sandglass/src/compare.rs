@@ -10,11 +10,15 @@
 //! all CPUs together.
 //!
 //! **Regression.** A candidate's figure is a regression when it is worse than the baseline's by
-//! more than the tolerance (default 5%) *and* the distributions differ: the two-sided
-//! Mann–Whitney test gives p < alpha (default 0.01) — or, for p99 and above, the bootstrap 95%
-//! intervals of p99 do not overlap. Counts (missed releases) are compared by their change
-//! alone. Samples beyond 20,000 per run are thinned deterministically (every k-th, in time
-//! order) for the test and the interval; the figures use every sample.
+//! more than the tolerance (default 5%) *and* that figure's own change is significant
+//! ([`significant`]): for a percentile, its distribution-free 95% interval ([`quantile_ci`],
+//! order statistics of every sample of all CPUs) lies wholly above the baseline's; for a count,
+//! the exact conditional test of two Poisson rates ([`count_p`]) gives p < alpha (default
+//! 0.01). A maximum is one sample per run and never significant on its own. The Mann–Whitney
+//! test and the bootstrap intervals of p99 say whether the distributions differ as a whole;
+//! they flag nothing. Samples beyond 20,000 per run are thinned deterministically (every k-th,
+//! in time order) for the test and the bootstrap; the percentile intervals take their ranks
+//! among every sample, from the run's largest 20,000 exactly where the ranks lie among them.
 //!
 //! **Gates.** `fail_above` thresholds apply to every candidate (or to the only run when one is
 //! given); `fail_regression` fails when a flagged regression exceeds the given share. Exit
@@ -75,6 +79,11 @@ pub struct RunData {
     pub missed: u64,
     /// Every k-th sample in time order, at most [`TEST_SAMPLES`] of them.
     pub thinned: Vec<f64>,
+    /// The largest [`TEST_SAMPLES`] of all `scanned` samples, exactly, largest first.
+    pub top: Vec<f64>,
+    /// What `missed` or `count` is counted over: the releases of every CPU (timer), the
+    /// measured time in ns of the CPUs counted (noise).
+    pub exposure: f64,
     /// Runs merged into this one ([`load_group`]); 1 for a single run, whose times are its
     /// worst CPU's, where a group's pool every CPU of every run.
     pub runs: usize,
@@ -86,6 +95,12 @@ impl RunData {
         let mut s = samples.to_vec();
         s.sort_unstable();
         let k = samples.len().div_ceil(TEST_SAMPLES).max(1);
+        let top = s
+            .iter()
+            .rev()
+            .take(TEST_SAMPLES)
+            .map(|&x| x as f64)
+            .collect();
         RunData {
             path: path.to_path_buf(),
             id: path.display().to_string(),
@@ -99,6 +114,8 @@ impl RunData {
                 .collect(),
             missed,
             thinned: samples.iter().step_by(k).map(|&x| x as f64).collect(),
+            top,
+            exposure: samples.len() as f64,
             runs: 1,
         }
     }
@@ -155,6 +172,7 @@ pub fn load(path: &Path) -> Result<RunData, CompareError> {
     let all: u64 = per_cpu.iter().map(|p| p.count).sum();
     let k = (all as usize).div_ceil(TEST_SAMPLES).max(1);
     let mut thinned = Vec::with_capacity(TEST_SAMPLES + 1);
+    let mut top = TopK::new(TEST_SAMPLES);
     let mut seen = 0usize;
     let t = TableReader::open(&r, table).ok_or_else(|| CompareError::Empty {
         run: path.to_path_buf(),
@@ -164,6 +182,7 @@ pub fn load(path: &Path) -> Result<RunData, CompareError> {
             if seen.is_multiple_of(k) {
                 thinned.push(x as f64);
             }
+            top.add(x);
             seen += 1;
         }
         Ok(())
@@ -177,6 +196,13 @@ pub fn load(path: &Path) -> Result<RunData, CompareError> {
         .iter()
         .map(|(name, _)| worst.get(name).unwrap_or(0) as f64)
         .collect();
+    // Missed releases are counted over every CPU's releases; interruptions are the worst
+    // CPU's, over the run's measured time.
+    let exposure = if kind == "timer" {
+        seen as f64
+    } else {
+        summary["elapsed_ns"].as_f64().unwrap_or(0.0)
+    };
     Ok(RunData {
         path: path.to_path_buf(),
         id: r.manifest.id.clone(),
@@ -187,8 +213,44 @@ pub fn load(path: &Path) -> Result<RunData, CompareError> {
         quantiles,
         missed,
         thinned,
+        top: top.into_sorted(),
+        exposure,
         runs: 1,
     })
+}
+
+/// The largest `k` values seen, in bounded memory.
+struct TopK {
+    k: usize,
+    heap: std::collections::BinaryHeap<std::cmp::Reverse<i64>>,
+}
+
+impl TopK {
+    fn new(k: usize) -> TopK {
+        TopK {
+            k,
+            heap: std::collections::BinaryHeap::with_capacity(k + 1),
+        }
+    }
+
+    fn add(&mut self, x: i64) {
+        if self.heap.len() < self.k {
+            self.heap.push(std::cmp::Reverse(x));
+        } else if self.heap.peek().is_some_and(|m| x > m.0) {
+            self.heap.pop();
+            self.heap.push(std::cmp::Reverse(x));
+        }
+    }
+
+    /// Largest first.
+    fn into_sorted(self) -> Vec<f64> {
+        // `into_sorted_vec` of `Reverse` is ascending in Reverse: descending in the values.
+        self.heap
+            .into_sorted_vec()
+            .into_iter()
+            .map(|r| r.0 as f64)
+            .collect()
+    }
 }
 
 /// Several runs as one side of a comparison (`sandglass compare A+B+C …`), from many hosts as
@@ -227,6 +289,21 @@ fn pool(parts: &[RunData], merged: &crate::merge::Merged) -> RunData {
         thinned.extend((0..want).map(|i| p.thinned[(i as f64 * step) as usize]));
     }
     let m = &merged.merged;
+    let mut top: Vec<f64> = parts.iter().flat_map(|p| p.top.iter().copied()).collect();
+    top.sort_unstable_by(|a, b| b.total_cmp(a));
+    top.truncate(TEST_SAMPLES);
+    // A group's count pools every CPU of every run: its exposure is each run's over all its
+    // CPUs (a run's own is its worst CPU's for a noise run).
+    let exposure = parts
+        .iter()
+        .map(|p| {
+            if p.kind == "timer" {
+                p.exposure
+            } else {
+                p.exposure * p.cpus as f64
+            }
+        })
+        .sum();
     RunData {
         path: parts.first().map(|p| p.path.clone()).unwrap_or_default(),
         id: parts
@@ -244,6 +321,8 @@ fn pool(parts: &[RunData], merged: &crate::merge::Merged) -> RunData {
             .collect(),
         missed: merged.missed,
         thinned,
+        top,
+        exposure,
         runs: parts.len(),
     }
 }
@@ -341,6 +420,19 @@ pub struct Change {
     pub value: f64,
     /// (value − baseline) / baseline; `None` when the baseline is 0.
     pub relative: Option<f64>,
+    /// A percentile's distribution-free 95% interval in the baseline and in this run (ns);
+    /// null for the maximum and the counts, or when the samples cannot bound it.
+    pub ci_baseline: Option<Interval>,
+    pub ci: Option<Interval>,
+    /// A count's p value: the exact conditional test of two Poisson rates.
+    pub p_value: Option<f64>,
+    /// This figure's own change is significant: the intervals are disjoint (a percentile) or
+    /// p < alpha (a count). Never for the maximum, which is one sample per run.
+    pub significant: bool,
+    /// How the change was judged: `interval`, `count`, `one sample` (the maximum) or `too few
+    /// samples` (no interval can be had at this percentile).
+    pub basis: String,
+    /// Worse by more than the tolerance and significant.
     pub regression: bool,
 }
 
@@ -354,7 +446,8 @@ pub struct Comparison {
     /// Bootstrap 95% intervals of p99: baseline's and this run's.
     pub p99_ci_baseline: Option<Interval>,
     pub p99_ci: Option<Interval>,
-    /// The distributions differ (p < alpha, or the p99 intervals do not overlap).
+    /// The distributions differ as a whole (p < alpha, or the p99 bootstrap intervals do not
+    /// overlap); it flags no figure by itself.
     pub differs: bool,
 }
 
@@ -426,6 +519,120 @@ fn ci99(v: &[f64]) -> Option<Interval> {
         })
 }
 
+/// z of a two-sided 95% interval.
+const Z95: f64 = 1.959_963_984_540_054;
+
+/// The ranks (1-based, ascending) of the distribution-free 95% interval of the `q` quantile
+/// among `n` samples: the number of samples below the true quantile is Binomial(n, q), so
+/// `[x_(l), x_(u)]` with `l = ⌊nq − z·√(nq(1−q))⌋` and `u = ⌈nq + z·√(nq(1−q))⌉ + 1` holds it
+/// with about 95% probability (the normal approximation of the binomial). `None` when either
+/// rank falls outside 1..=n: the samples cannot bound that quantile.
+pub fn quantile_ci_ranks(n: u64, q: f64) -> Option<(u64, u64)> {
+    if n == 0 {
+        return None;
+    }
+    let nq = n as f64 * q;
+    let half = Z95 * (nq * (1.0 - q)).sqrt();
+    let l = (nq - half).floor();
+    let u = (nq + half).ceil() + 1.0;
+    (l >= 1.0 && u <= n as f64).then_some((l as u64, u as u64))
+}
+
+/// The 95% interval of the `q` quantile of a run's samples (every CPU's): ranked among all
+/// `scanned` samples where both ranks lie among the exact largest ones (`top`), otherwise
+/// among the thinned sample.
+pub fn quantile_ci(d: &RunData, q: f64) -> Option<Interval> {
+    let n = d.scanned;
+    if let Some((l, u)) = quantile_ci_ranks(n, q) {
+        let from_top = |rank: u64| d.top.get((n - rank) as usize).copied();
+        if let (Some(low), Some(high)) = (from_top(l), from_top(u)) {
+            return Some(Interval {
+                low_ns: low,
+                high_ns: high,
+            });
+        }
+    }
+    let mut s = d.thinned.clone();
+    s.sort_unstable_by(f64::total_cmp);
+    let (l, u) = quantile_ci_ranks(s.len() as u64, q)?;
+    Some(Interval {
+        low_ns: s[(l - 1) as usize],
+        high_ns: s[(u - 1) as usize],
+    })
+}
+
+/// One-sided p value that a count `b` over `exposure_b` is higher than `a` over `exposure_a`,
+/// as two Poisson rates: given the total, `b` is Binomial(a + b, eb / (ea + eb)) when the
+/// rates are equal, and p = P(X ≥ b), exactly. 1 when there is nothing to judge (b is 0, or
+/// an exposure is unknown).
+pub fn count_p(a: u64, exposure_a: f64, b: u64, exposure_b: f64) -> f64 {
+    use statrs::distribution::{Binomial, DiscreteCDF};
+    if !(exposure_a > 0.0 && exposure_b > 0.0) || b == 0 {
+        return 1.0;
+    }
+    let p = exposure_b / (exposure_a + exposure_b);
+    Binomial::new(p, a + b).map_or(1.0, |d| d.sf(b - 1).clamp(0.0, 1.0))
+}
+
+/// How one figure's change was judged.
+struct Judged {
+    ci_baseline: Option<Interval>,
+    ci: Option<Interval>,
+    p_value: Option<f64>,
+    significant: bool,
+    basis: &'static str,
+}
+
+/// Whether the change of `figure` from `base` to `cand` is significant, and on what basis.
+fn judge(figure: &str, base: &RunData, cand: &RunData, alpha: f64) -> Judged {
+    let none = |basis| Judged {
+        ci_baseline: None,
+        ci: None,
+        p_value: None,
+        significant: false,
+        basis,
+    };
+    if figure == "missed" || figure == "count" {
+        let (a, b) = if figure == "missed" {
+            (base.missed, cand.missed)
+        } else {
+            (base.count, cand.count)
+        };
+        let p = count_p(a, base.exposure, b, cand.exposure);
+        return Judged {
+            p_value: Some(p),
+            significant: p < alpha,
+            ..none("count")
+        };
+    }
+    let Some(&(_, q)) = PERCENTILES.iter().find(|(n, _)| *n == figure) else {
+        return none("one sample");
+    };
+    if q >= 1.0 {
+        return none("one sample");
+    }
+    let (cb, cc) = (quantile_ci(base, q), quantile_ci(cand, q));
+    match (cb, cc) {
+        (Some(b), Some(c)) => Judged {
+            ci_baseline: cb,
+            ci: cc,
+            p_value: None,
+            significant: significant(b, c),
+            basis: "interval",
+        },
+        _ => Judged {
+            ci_baseline: cb,
+            ci: cc,
+            ..none("too few samples")
+        },
+    }
+}
+
+/// Two 95% intervals of one figure are apart: the change is significant.
+pub fn significant(base: Interval, cand: Interval) -> bool {
+    cand.low_ns > base.high_ns || cand.high_ns < base.low_ns
+}
+
 /// Compares `runs` (the first is the baseline) under `o`.
 pub fn compare(runs: &[RunData], o: &Options) -> Result<Report, CompareError> {
     let kind = runs.first().map(|r| r.kind.clone()).unwrap_or_default();
@@ -463,14 +670,18 @@ pub fn compare(runs: &[RunData], o: &Options) -> Result<Report, CompareError> {
                         Some(rel) => rel > o.tolerance,
                         None => *v > 0.0,
                     };
-                    let count = name == "missed" || name == "count";
-                    let regression = worse && (count || differs);
+                    let j = judge(name, &runs[0], r, o.alpha);
                     Change {
                         figure: name.clone(),
                         baseline: *b,
                         value: *v,
                         relative,
-                        regression,
+                        ci_baseline: j.ci_baseline,
+                        ci: j.ci,
+                        p_value: j.p_value,
+                        significant: j.significant,
+                        basis: j.basis.into(),
+                        regression: worse && j.significant && *v > *b,
                     }
                 })
                 .collect();
@@ -710,6 +921,97 @@ mod tests {
         };
         let r = compare(&[base], &o).expect("compares");
         assert_eq!(r.exit_code, 0);
+    }
+
+    /// The interval's ranks by hand: n = 100, q = 0.5: 50 ± 1.96·5 = 40.2..59.8, so ranks 40
+    /// and 61; p99.99 of 20,000 samples cannot be bounded above (2 ± 2.8 from the top).
+    #[test]
+    fn quantile_interval_ranks() {
+        assert_eq!(quantile_ci_ranks(100, 0.5), Some((40, 61)));
+        assert_eq!(quantile_ci_ranks(20_000, 0.9999), None);
+        assert_eq!(quantile_ci_ranks(0, 0.5), None);
+        // 1,000 samples of the values 1..=1000: p99 is 990 ± 1.96·√9.9 = 983.8..996.2.
+        let samples: Vec<i64> = (1..=1000).collect();
+        let d = RunData::from_samples(Path::new("r"), "timer", &samples, 0);
+        assert_eq!(
+            quantile_ci(&d, 0.99),
+            Some(Interval {
+                low_ns: 983.0,
+                high_ns: 998.0
+            })
+        );
+        assert!(significant(
+            Interval {
+                low_ns: 1.0,
+                high_ns: 2.0
+            },
+            Interval {
+                low_ns: 2.5,
+                high_ns: 3.0
+            }
+        ));
+        assert!(!significant(
+            Interval {
+                low_ns: 1.0,
+                high_ns: 2.0
+            },
+            Interval {
+                low_ns: 2.0,
+                high_ns: 3.0
+            }
+        ));
+    }
+
+    /// Exact binomial tails: 0 against 5 over equal exposure is 2^-5; 3 against 3 is 42/64.
+    #[test]
+    fn count_tests_are_exact() {
+        assert!((count_p(0, 1.0, 5, 1.0) - 1.0 / 32.0).abs() < 1e-9);
+        assert!((count_p(3, 1.0, 3, 1.0) - 42.0 / 64.0).abs() < 1e-9);
+        assert_eq!(count_p(4, 1.0, 0, 1.0), 1.0);
+        // Twice the exposure: 0 against 5 at p = 2/3 each.
+        assert!((count_p(0, 1.0, 5, 2.0) - (2.0f64 / 3.0).powi(5)).abs() < 1e-9);
+    }
+
+    /// A maximum is one sample per run: ten times the baseline's, it is shown, never flagged;
+    /// the same samples with one outlier change no percentile significantly.
+    #[test]
+    fn a_maximum_alone_is_never_a_regression() {
+        let base: Vec<i64> = (1..=1000).collect();
+        let mut cand = base.clone();
+        cand[999] = 10_000;
+        let r = compare(
+            &[
+                RunData::from_samples(Path::new("a"), "timer", &base, 0),
+                RunData::from_samples(Path::new("b"), "timer", &cand, 0),
+            ],
+            &Options {
+                fail_regression: Some(0.0),
+                ..Options::default()
+            },
+        )
+        .expect("compares");
+        let c = &r.comparisons[0];
+        let max = change(c, "max");
+        assert_eq!(max.relative, Some(9.0));
+        assert_eq!((max.regression, max.significant), (false, false));
+        assert_eq!(max.basis, "one sample");
+        assert!(c.changes.iter().all(|x| !x.regression), "{c:?}");
+        assert_eq!(r.exit_code, 0);
+    }
+
+    /// Missed releases: 0 to 5 of equal counts of releases is p = 1/32, not significant at
+    /// 0.01; 0 to 10 is 1/1024, a regression.
+    #[test]
+    fn missed_releases_are_judged_by_their_own_test() {
+        let s: Vec<i64> = (1..=1000).collect();
+        let run = |missed| RunData::from_samples(Path::new("r"), "timer", &s, missed);
+        let r = compare(&[run(0), run(5)], &Options::default()).expect("compares");
+        let m = change(&r.comparisons[0], "missed");
+        assert_eq!((m.significant, m.regression), (false, false));
+        assert!((m.p_value.expect("p") - 1.0 / 32.0).abs() < 1e-9);
+        let r = compare(&[run(0), run(10)], &Options::default()).expect("compares");
+        let m = change(&r.comparisons[0], "missed");
+        assert_eq!((m.significant, m.regression), (true, true));
     }
 
     #[test]

@@ -611,6 +611,7 @@ pub fn build(
             })
             .collect();
         causes.kernel = crate::causes::attribute_run(m, &all);
+        crate::causes::reconcile(&mut causes);
         warnings.extend(
             causes
                 .kernel

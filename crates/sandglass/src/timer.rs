@@ -830,6 +830,7 @@ pub fn build(
             })
             .collect();
         causes.kernel = crate::causes::attribute_run(m, &refs);
+        crate::causes::reconcile(&mut causes);
         warnings.extend(
             causes
                 .kernel

@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 static MACHINE: Mutex<()> = Mutex::new(());
 
@@ -13,6 +14,80 @@ static MACHINE: Mutex<()> = Mutex::new(());
 /// disturb each other's figures. A test that panicked while holding it does not poison it.
 pub fn lock() -> MutexGuard<'static, ()> {
     MACHINE.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// How long a test lets one whole command run before it calls it hung and kills it. A hang
+/// guard, not a verdict on speed: a command that takes seconds on an idle machine may take
+/// many times as long beside other work, and only one that has not ended after this long fails.
+pub const COMMAND_GUARD: Duration = Duration::from_secs(900);
+
+/// How long a test waits for something a running command is to do (a file, a line, a state)
+/// before it calls the command hung. A hang guard like [`COMMAND_GUARD`].
+pub const WAIT_GUARD: Duration = Duration::from_secs(300);
+
+/// The message of an expired hang guard: `what` did not happen within `guard`.
+pub fn hang_guard(what: &str, guard: Duration) -> String {
+    format!(
+        "hang guard: {what} did not happen within {} s (the machine may be overloaded, or it hung)",
+        guard.as_secs()
+    )
+}
+
+/// Waits until `done` holds, checking every 20 ms; panics with a [`hang_guard`] message naming
+/// `what` when it does not hold within [`WAIT_GUARD`].
+pub fn wait_until(what: &str, done: impl FnMut() -> bool) {
+    wait_until_within(what, WAIT_GUARD, done)
+}
+
+/// [`wait_until`] with a guard of `guard`.
+pub fn wait_until_within(what: &str, guard: Duration, mut done: impl FnMut() -> bool) {
+    let end = Instant::now() + guard;
+    while !done() {
+        assert!(Instant::now() < end, "{}", hang_guard(what, guard));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits until `child` has a thread named `comm` and returns its id; panics if `child` ends
+/// first, or with a [`hang_guard`] message.
+pub fn wait_for_thread(child: &mut std::process::Child, comm: &str) -> String {
+    let mut tid = None;
+    wait_until(&format!("the thread {comm}"), || {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the process ended before its thread {comm} appeared"
+        );
+        let tasks = std::fs::read_dir(format!("/proc/{}/task", child.id()));
+        tid = tasks.ok().and_then(|rd| {
+            rd.flatten().find_map(|e| {
+                let name = std::fs::read_to_string(e.path().join("comm")).ok()?;
+                (name.trim() == comm).then(|| e.file_name().to_string_lossy().into_owned())
+            })
+        });
+        tid.is_some()
+    });
+    tid.unwrap()
+}
+
+/// Running a command to its end under [`COMMAND_GUARD`].
+pub trait Guarded {
+    /// The command's output once it has ended; panics with a [`hang_guard`] message when it
+    /// had to be killed at the guard.
+    fn guarded_output(&mut self) -> std::process::Output;
+}
+
+impl Guarded for assert_cmd::Command {
+    fn guarded_output(&mut self) -> std::process::Output {
+        let started = Instant::now();
+        let out = self.timeout(COMMAND_GUARD).output().unwrap();
+        if out.status.code().is_none() && started.elapsed() >= COMMAND_GUARD {
+            panic!(
+                "{} (it was killed): {self:?}",
+                hang_guard("the command's end", COMMAND_GUARD)
+            );
+        }
+        out
+    }
 }
 
 /// Prints why a test is skipped. Written to the stderr handle directly, not with `eprintln!`,
@@ -126,7 +201,7 @@ pub fn start_run(
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let end = Instant::now() + WAIT_GUARD;
     loop {
         let found = std::fs::read_dir(runs).ok().and_then(|rd| {
             rd.flatten().find(|e| {
@@ -138,12 +213,12 @@ pub fn start_run(
         if let Some(e) = found {
             return (child, e.path());
         }
-        if std::time::Instant::now() > end {
+        if Instant::now() > end {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("the run wrote no manifest within 20 s");
+            panic!("{}", hang_guard("the run's running manifest", WAIT_GUARD));
         }
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

@@ -688,10 +688,7 @@ fn hourglass(r: &RunReader, o: &Options) -> Result<String, ExportError> {
                     (Some(h), Some(m)) => format!("{h} / {m}"),
                     _ => "-".into(),
                 },
-                t.response
-                    .as_ref()
-                    .map(|x| time(x.max_ns.max(0) as u64))
-                    .unwrap_or_else(|| "-".into()),
+                crate::hourglass::worst_response(t),
             ]
         })
         .collect();

@@ -204,8 +204,17 @@ pub fn causes(p: &mut Page, c: Option<&Causes>) {
                     ]
                 })
                 .collect();
-            p.subsection("The largest delays and what the sampler says of them");
-            p.table(&["CPU", "at", "delay", "in that interval"], &rows, &[3]);
+            p.subsection("The largest delays and what explains them");
+            p.table(
+                &[
+                    "CPU",
+                    "at",
+                    "delay",
+                    "the trace (when traced), then the sampler's window",
+                ],
+                &rows,
+                &[3],
+            );
         }
     }
     if !c.trains.is_empty() {
@@ -312,13 +321,17 @@ pub fn causes(p: &mut Page, c: Option<&Causes>) {
         let rows: Vec<Vec<String>> = k
             .latency
             .iter()
-            .flat_map(|l| {
+            .enumerate()
+            .flat_map(|(i, l)| {
+                // The softirqs are the CPU's: one row per CPU, whatever its threads.
+                let cpu_seen = k.latency[..i].iter().any(|o| o.cpu == l.cpu);
                 [
                     ("IRQ", &l.irq_ns),
                     ("softirq", &l.softirq_ns),
                     ("thread", &l.thread_ns),
                 ]
                 .into_iter()
+                .filter(move |(what, _)| !(*what == "softirq" && cpu_seen))
                 .filter_map(move |(what, d)| {
                     let d = d.as_ref()?;
                     Some(vec![

@@ -669,6 +669,42 @@ mod tests {
         parse_task_file(Path::new("set.toml"), text)
     }
 
+    /// The example files say what they hold: a task set that needs more than one CPU says it
+    /// is unschedulable, and gives its utilisation; the reservations give theirs.
+    #[test]
+    fn example_files_state_their_utilisation() {
+        let tasks = include_str!("../../../../examples/tasks.toml");
+        let set = parse_task_file(Path::new("examples/tasks.toml"), tasks).expect("parses");
+        let u: f64 = set
+            .iter()
+            .map(|t| t.wcet_ns.0 as f64 / t.period_ns.0 as f64)
+            .sum();
+        assert!(u > 1.0, "{u}");
+        assert!(tasks.contains("Unschedulable on purpose"), "{tasks}");
+        assert!(
+            tasks.contains(&format!("{:.0} % of one CPU", u * 100.0)),
+            "{u}"
+        );
+        let res = include_str!("../../../../examples/reservations.toml");
+        let set =
+            parse_admission_file(Path::new("examples/reservations.toml"), res).expect("parses");
+        let u: f64 = set
+            .iter()
+            .map(|t| t.runtime_ns.0 as f64 / t.period_ns.0 as f64)
+            .sum();
+        assert!(
+            res.contains(&format!("{:.0} % of one CPU", u * 100.0)),
+            "{u}"
+        );
+        let fp = include_str!("../../../cli/tests/data/hourglass-5.5.toml");
+        let set = parse_task_file(Path::new("hourglass-5.5.toml"), fp).expect("parses");
+        let u: f64 = set
+            .iter()
+            .map(|t| t.wcet_ns.0 as f64 / t.period_ns.0 as f64)
+            .sum();
+        assert!(tasks.contains(&format!("{:.0} %) is", u * 100.0)), "{u}");
+    }
+
     fn err(text: &str) -> (TaskFileError, String) {
         let e = parse(text).expect_err("the file should be refused");
         let m = e.to_string();

@@ -652,11 +652,31 @@ impl Attributor {
                 .then(a.name.cmp(&b.name))
         });
         let empty = crate::engine::record::new_histogram();
-        let latency = self
-            .latency
+        // One row per thread, on the CPU that holds most of its wakeups (a thread that woke
+        // elsewhere, before it was pinned or while it migrated, would otherwise give a second
+        // row under another CPU, with that CPU's softirqs again), in CPU order.
+        let mut by_tid: std::collections::BTreeMap<i32, Vec<(usize, wakeup::LatencySum)>> =
+            std::collections::BTreeMap::new();
+        for ((cpu, tid), sum) in self.latency {
+            by_tid.entry(tid).or_default().push((cpu, sum));
+        }
+        let mut latency: Vec<WakeLatency> = by_tid
             .into_iter()
-            .map(|((cpu, tid), sum)| sum.finish(cpu, tid, self.softirq.get(&cpu).unwrap_or(&empty)))
+            .filter_map(|(tid, mut sums)| {
+                sums.sort_by(|a, b| {
+                    b.1.activations()
+                        .cmp(&a.1.activations())
+                        .then(a.0.cmp(&b.0))
+                });
+                let mut it = sums.into_iter();
+                let (cpu, mut sum) = it.next()?;
+                for (_, other) in it {
+                    sum.merge(&other);
+                }
+                Some(sum.finish(cpu, tid, self.softirq.get(&cpu).unwrap_or(&empty)))
+            })
             .collect();
+        latency.sort_by_key(|l| (l.cpu, l.tid));
         let mut explained = self.explained;
         explained.sort_by_key(|(wi, _)| *wi);
         Attribution {
@@ -1019,6 +1039,41 @@ fn timer_late(name: &str) -> Share {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A thread with wakeups on two CPUs (it woke once on CPU 0 before it was pinned to its
+    /// CPU 1) has one row of latencies, on CPU 1 where most of them were, with every wakeup in it;
+    /// the rows come in CPU order. Two rows under CPU 0 once printed its softirqs twice and
+    /// labelled the CPU 1 thread's note "CPU 0".
+    #[test]
+    fn a_thread_has_one_latency_row_on_its_own_cpu() {
+        let act = |cpu: usize, tid: i32, expiry: u64| Activation {
+            cpu,
+            tid,
+            expiry_ns: Some(expiry),
+            irq_ns: Some(expiry + 1_000),
+            callback_ns: Some(expiry + 2_000),
+            wakeup_ns: Some(expiry + 3_000),
+            switch_ns: Some(expiry + 5_000),
+            prio: Some(49),
+        };
+        let mut a = Attributor::new(&[10, 11]);
+        for k in 0..5u64 {
+            a.latency
+                .entry((1, 11))
+                .or_default()
+                .add(&act(1, 11, 1_000_000 * k));
+            a.latency
+                .entry((0, 10))
+                .or_default()
+                .add(&act(0, 10, 1_000_000 * k));
+        }
+        a.latency.entry((0, 11)).or_default().add(&act(0, 11, 7));
+        let l = a.finish().latency;
+        let rows: Vec<(usize, i32, u64)> =
+            l.iter().map(|l| (l.cpu, l.tid, l.activations)).collect();
+        assert_eq!(rows, [(0, 10, 5), (1, 11, 6)]);
+        assert_eq!(l[1].thread_ns.as_ref().map(|p| p.count), Some(6));
+    }
 
     fn ev(ts_ns: u64, event: Event) -> Traced {
         Traced {

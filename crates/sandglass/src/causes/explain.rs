@@ -18,7 +18,11 @@
 //! runnable: a sleeping (timer) thread's wakeup itself came late (its timer interrupt was late:
 //! interrupts were off, or the hypervisor stopped the CPU), and a polling thread lost its CPU
 //! without a task switch (interrupts, or a stop of the virtual CPU). The interval's wait may
-//! include waits outside the spike, so the first reading is the less certain one.
+//! include waits outside the spike, so the first reading is the less certain one. The kernel
+//! adds a wait to the thread's count when it switches the thread in, so the second reading is
+//! given only for a spike that ends inside its interval. Both are the interval's figures (one
+//! window of the sampler, usually 100 ms), and their words say so: two spikes in one window
+//! share them. Where the run was traced, the trace decides (see [`super::reconcile`]).
 
 use super::sampler::Digest;
 use serde::{Deserialize, Serialize};
@@ -58,41 +62,67 @@ pub enum Waits {
 /// module's documentation).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Inferred {
-    /// `held_by_task` (another task held the thread's CPU) or `not_runnable` (the time was
-    /// lost while the thread was not runnable).
+    /// `held_by_task` (another task held the thread's CPU), `not_runnable` (the time was
+    /// lost while the thread was not runnable), `held_by_siblings` (an Hourglass thread's
+    /// sibling threads held its CPU, from the run's own trace) or `process_stopped`.
     pub kind: String,
-    /// What the thread waited runnable in the spike's interval, in ns.
+    /// What the thread waited runnable in the spike's interval (the sampler's window, not the
+    /// spike alone), in ns; for `held_by_siblings`, the time the siblings ran in the gap.
     pub wait_ns: u64,
     /// The inference in words, as reports print it.
     pub text: String,
 }
 
 impl Inferred {
-    /// From the thread's wait `wait_ns` in an interval that holds `part_ns` of a spike.
-    pub fn of(wait_ns: u64, part_ns: u64, waits: Waits) -> Inferred {
+    /// From the thread's wait `wait_ns` in an interval of `window_ns` that holds `part_ns` of a
+    /// spike. `ends_inside` says whether the spike ends inside the interval: the kernel adds a
+    /// wait to the thread's count when the thread is switched in, so the wait of a spike that
+    /// runs past the interval's end is counted in a later interval, and a small wait in this
+    /// one says nothing (no reading is given then).
+    pub fn of(
+        wait_ns: u64,
+        part_ns: u64,
+        window_ns: u64,
+        ends_inside: bool,
+        waits: Waits,
+    ) -> Option<Inferred> {
         let wait = crate::units::Nanos(wait_ns);
+        let window = window_text(window_ns);
         if wait_ns.saturating_mul(2) >= part_ns {
-            return Inferred {
+            return Some(Inferred {
                 kind: "held_by_task".into(),
                 wait_ns,
                 text: format!(
-                    "another task held the CPU (the measuring thread waited runnable {wait})"
+                    "another task held the CPU (the measuring thread waited runnable {wait} in the {window} window around it)"
                 ),
-            };
+            });
+        }
+        if !ends_inside {
+            return None;
         }
         let text = match waits {
             Waits::Sleeps => format!(
-                "the wakeup itself came late (the thread waited runnable only {wait}): its timer interrupt was late, with interrupts off or the CPU stopped by the hypervisor"
+                "the wakeup itself came late (the thread waited runnable only {wait} in the {window} window around it): its timer interrupt was late, with interrupts off or the CPU stopped by the hypervisor"
             ),
             Waits::Polls => format!(
-                "the CPU was taken without a task switch (the thread waited runnable only {wait}): interrupts, or the CPU stopped by the hypervisor"
+                "the CPU was taken without a task switch (the thread waited runnable only {wait} in the {window} window around it): interrupts, or the CPU stopped by the hypervisor"
             ),
         };
-        Inferred {
+        Some(Inferred {
             kind: "not_runnable".into(),
             wait_ns,
             text,
-        }
+        })
+    }
+}
+
+/// A sampling window's length for people: whole milliseconds from 1 ms (`100 ms`), else as
+/// [`crate::units::Nanos`] gives it.
+pub fn window_text(ns: u64) -> String {
+    if ns >= 1_000_000 {
+        format!("{} ms", (ns + 500_000) / 1_000_000)
+    } else {
+        crate::units::Nanos(ns).to_string()
     }
 }
 
@@ -109,24 +139,40 @@ pub struct SpikeExplanation {
     /// What the measuring thread's wait says, where the kernel tells it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inferred: Option<Inferred>,
+    /// What the kernel trace says ran during this very delay, in words (`load-disk-0:812
+    /// 3.48 ms, irq 36 (virtio1-req.0) 20 µs`), when the run was traced: it decides, and the
+    /// sampler's reading stays only where it agrees (see [`super::reconcile`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traced: Option<String>,
 }
 
 impl SpikeExplanation {
-    /// What the sampler says of the spike, in one phrase: the unusual sources, else the
-    /// inference, else that nothing was unusual.
+    /// The sampling window around the spike, for people (`100 ms`).
+    pub fn window(&self) -> String {
+        window_text(self.interval_end_ns.saturating_sub(self.interval_start_ns))
+    }
+
+    /// What is known of the spike, in one phrase: the trace's reading first where the run was
+    /// traced, then the sampler's (its unusual sources, labelled as the window's, and its
+    /// inference), else that nothing was unusual.
     pub fn text(&self) -> String {
+        let mut sampler = Vec::new();
         if !self.abnormal.is_empty() {
             let parts: Vec<String> = self.abnormal.iter().map(Abnormal::text).collect();
-            let mut t = format!("unusual then: {}", parts.join("; "));
-            if let Some(i) = &self.inferred {
-                t.push_str("; ");
-                t.push_str(&i.text);
-            }
-            return t;
+            sampler.push(format!(
+                "unusual in the {} window around it: {}",
+                self.window(),
+                parts.join("; ")
+            ));
         }
-        match &self.inferred {
-            Some(i) => i.text.clone(),
-            None => "nothing unusual in the sampled counters".to_string(),
+        if let Some(i) = &self.inferred {
+            sampler.push(i.text.clone());
+        }
+        match &self.traced {
+            Some(t) if sampler.is_empty() => format!("traced: {t}"),
+            Some(t) => format!("traced: {t}; the sampler: {}", sampler.join("; ")),
+            None if sampler.is_empty() => "nothing unusual in the sampled counters".to_string(),
+            None => sampler.join("; "),
         }
     }
 }
@@ -259,7 +305,14 @@ pub fn explain(
             let wait = i.wait_ns.get(t).copied().unwrap_or(0);
             if d.wait_total.get(t).is_some_and(|&w| w > 0) {
                 let part = sp.size_ns.min(i.end_ns.saturating_sub(sp.at_ns));
-                inferred = Some(Inferred::of(wait, part, waits));
+                let ends_inside = sp.at_ns.saturating_add(sp.size_ns) <= i.end_ns;
+                inferred = Inferred::of(
+                    wait,
+                    part,
+                    i.end_ns.saturating_sub(i.start_ns),
+                    ends_inside,
+                    waits,
+                );
             }
             if unusual(wait, d.wait_centre[t], 100_000) {
                 abnormal.push(Abnormal {
@@ -290,6 +343,7 @@ pub fn explain(
             interval_end_ns: i.end_ns,
             abnormal,
             inferred,
+            traced: None,
         });
     }
     let totals = cpus
@@ -449,14 +503,14 @@ mod tests {
         assert_eq!(inferred(2), Some("not_runnable"));
         assert_eq!(
             e.spikes[2].text(),
-            "the wakeup itself came late (the thread waited runnable only 10 µs): its timer interrupt was late, with interrupts off or the CPU stopped by the hypervisor"
+            "the wakeup itself came late (the thread waited runnable only 10 µs in the 100 ms window around it): its timer interrupt was late, with interrupts off or the CPU stopped by the hypervisor"
         );
         assert!(e.spikes[0].text().starts_with(
-            "unusual then: the measuring thread waited runnable for its CPU 2 ms (usually 10 µs); irq 30 (eth0) 300 (usually 3); "
+            "unusual in the 100 ms window around it: the measuring thread waited runnable for its CPU 2 ms (usually 10 µs); irq 30 (eth0) 300 (usually 3); "
         ));
         assert!(e.spikes[0]
             .text()
-            .ends_with("; another task held the CPU (the measuring thread waited runnable 2 ms)"));
+            .ends_with("; another task held the CPU (the measuring thread waited runnable 2 ms in the 100 ms window around it)"));
         let t = &e.totals[0];
         assert_eq!(t.cpu, 1);
         assert_eq!(t.steal_ticks, 4);
@@ -490,12 +544,28 @@ mod tests {
     /// words differ from a sleeping one's.
     #[test]
     fn the_threads_wait_says_which_side_of_the_wakeup_the_time_was_lost() {
-        assert_eq!(Inferred::of(500, 1_000, Waits::Sleeps).kind, "held_by_task");
-        assert_eq!(Inferred::of(499, 1_000, Waits::Sleeps).kind, "not_runnable");
-        let polls = Inferred::of(0, 3_000_000, Waits::Polls);
+        let of = |wait, part, inside, waits| Inferred::of(wait, part, 100_000_000, inside, waits);
+        let kind = |i: Option<Inferred>| i.map(|i| i.kind);
+        assert_eq!(
+            kind(of(500, 1_000, true, Waits::Sleeps)).as_deref(),
+            Some("held_by_task")
+        );
+        assert_eq!(
+            kind(of(499, 1_000, true, Waits::Sleeps)).as_deref(),
+            Some("not_runnable")
+        );
+        let polls = of(0, 3_000_000, true, Waits::Polls).unwrap();
         assert_eq!(
             polls.text,
-            "the CPU was taken without a task switch (the thread waited runnable only 0 ns): interrupts, or the CPU stopped by the hypervisor"
+            "the CPU was taken without a task switch (the thread waited runnable only 0 ns in the 100 ms window around it): interrupts, or the CPU stopped by the hypervisor"
+        );
+        // A delay that runs past its window's end has its wait counted when the thread is
+        // switched in, in a later window: a small wait in this one says nothing.
+        assert_eq!(of(0, 3_000_000, false, Waits::Polls), None);
+        assert_eq!(of(0, 3_000_000, false, Waits::Sleeps), None);
+        assert_eq!(
+            kind(of(2_000_000, 3_000_000, false, Waits::Sleeps)).as_deref(),
+            Some("held_by_task")
         );
         // Where the kernel does not tell the wait (no schedstat), nothing is inferred.
         let spikes = [SpikeAt {

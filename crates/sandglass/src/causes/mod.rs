@@ -260,6 +260,59 @@ pub fn attribute_run(m: &crate::runner::Measured, spikes: &[CpuSpikes]) -> Optio
     })
 }
 
+/// One explanation per delay: each delay the sampler explains that the kernel trace also
+/// attributed takes the trace's reading ([`explain::SpikeExplanation::traced`]), and the
+/// sampler's inference stays beside it only where it agrees with the trace: "another task held
+/// the CPU" where a task took most of the delay, "the wakeup came late" or "the CPU was taken
+/// without a task switch" where an interrupt, a softirq or the late timer interrupt did. The
+/// sampler's unusual counts stay, labelled as its window's. Without a trace, nothing changes.
+pub fn reconcile(c: &mut Causes) {
+    let (Some(k), Some(e)) = (c.kernel.as_ref(), c.explanation.as_mut()) else {
+        return;
+    };
+    for s in &mut e.spikes {
+        let (from, to) = (s.at_ns, s.at_ns.saturating_add(s.size_ns));
+        let overlap =
+            |w: &attribute::Explained| w.end_ns.min(to).saturating_sub(w.start_ns.max(from));
+        let Some(w) = k
+            .all
+            .iter()
+            .chain(k.largest.iter())
+            .filter(|w| w.cpu == s.cpu && overlap(w) > 0)
+            .max_by_key(|w| overlap(w))
+        else {
+            continue;
+        };
+        let Some(top) = w.shares.first() else {
+            continue;
+        };
+        let parts: Vec<String> = w
+            .shares
+            .iter()
+            .take(3)
+            .map(|sh| format!("{} {}", sh.name, crate::units::Nanos(sh.ns)))
+            .collect();
+        s.traced = Some(parts.join(", "));
+        let agrees = match s.inferred.as_ref().map(|i| i.kind.as_str()) {
+            Some("held_by_task") => top.kind == attribute::CauseKind::Thread,
+            Some("not_runnable") => matches!(
+                top.kind,
+                attribute::CauseKind::Irq
+                    | attribute::CauseKind::Softirq
+                    | attribute::CauseKind::Nmi
+                    | attribute::CauseKind::Timer
+            ),
+            Some("held_by_siblings") => {
+                top.kind == attribute::CauseKind::Thread || top.name == attribute::MEASURED
+            }
+            _ => true,
+        };
+        if !agrees {
+            s.inferred = None;
+        }
+    }
+}
+
 /// The policies of the threads among `causes` that still exist, as `/proc` tells them
 /// (`SCHED_FIFO 99`, `SCHED_OTHER nice 0`), by cause name (`comm:pid`). The trace gives only a
 /// kernel priority, which does not tell FIFO from RR nor OTHER from BATCH.
@@ -481,6 +534,77 @@ mod tests {
             largest_cause(&c).as_deref(),
             Some("1.97 ms on CPU 1: burst:42 (SCHED_FIFO 99, higher or equal priority) 1.87 ms")
         );
+    }
+
+    /// A traced timer delay that both readings cover: the sampler's window says the thread
+    /// waited runnable only 947 µs (so "the wakeup came late"), the trace names the disk load's
+    /// thread for 3.48 of 3.55 ms. The trace decides; the sampler's contradicting sentence goes,
+    /// its unusual counts stay as the window's. A delay whose sampler reading agrees with the
+    /// trace keeps it beside the trace.
+    #[test]
+    fn the_trace_decides_and_the_sampler_never_contradicts_it() {
+        let mut c: Causes = serde_json::from_value(serde_json::json!({
+            "sample_hz": 10, "spike_threshold_ns": 100000, "spikes": 2, "trains": [],
+            "explanation": {
+                "intervals": 10, "totals": [], "unexplained_spikes": 0,
+                "spikes": [
+                    {"cpu": 1, "at_ns": 2_345_000_000u64, "size_ns": 3_550_000,
+                     "interval_start_ns": 2_300_000_000u64, "interval_end_ns": 2_400_000_000u64,
+                     "abnormal": [{"kind": "irq", "name": "36 (virtio1-req.0)", "count": 40, "median": 3}],
+                     "inferred": {"kind": "not_runnable", "wait_ns": 947_391,
+                        "text": "the wakeup itself came late (the thread waited runnable only 947.391 µs in the 100 ms window around it): its timer interrupt was late, with interrupts off or the CPU stopped by the hypervisor"}},
+                    {"cpu": 1, "at_ns": 2_360_000_000u64, "size_ns": 800_000,
+                     "interval_start_ns": 2_300_000_000u64, "interval_end_ns": 2_400_000_000u64,
+                     "abnormal": [],
+                     "inferred": {"kind": "not_runnable", "wait_ns": 947_391,
+                        "text": "the wakeup itself came late (the thread waited runnable only 947.391 µs in the 100 ms window around it): its timer interrupt was late, with interrupts off or the CPU stopped by the hypervisor"}}
+                ]
+            }
+        }))
+        .unwrap();
+        let window = |start: u64, end: u64, kind: &str, name: &str, ns: u64| {
+            serde_json::json!({"cpu": 1, "start_ns": start, "end_ns": end, "from_ns": start,
+                "shares": [{"kind": kind, "name": name, "ns": ns}]})
+        };
+        let k: KernelCauses = serde_json::from_value(serde_json::json!({
+            "events": 1, "lost_events": 0, "undecoded": 0, "buffer_kb": 64, "read_ns": 0,
+            "clock_offset_ns": null, "clock_uncertainty_ns": null, "windows": 2,
+            "causes": [], "handlers": [],
+            "largest": [
+                window(2_345_000_003, 2_348_550_003, "thread", "load-disk-0:812", 3_480_000),
+                window(2_360_000_001, 2_360_800_001, "timer", attribute::TIMER_LATE_BUSY, 790_000)
+            ]
+        }))
+        .unwrap();
+        c.kernel = Some(KernelCauses {
+            all: k.largest.clone(),
+            ..k
+        });
+        reconcile(&mut c);
+        let e = c.explanation.as_ref().unwrap();
+        let first = e.spikes[0].text();
+        assert_eq!(
+            first,
+            "traced: load-disk-0:812 3.48 ms; the sampler: unusual in the 100 ms window around it: irq 36 (virtio1-req.0) 40 (usually 3)"
+        );
+        assert_eq!(e.spikes[0].inferred, None);
+        let second = e.spikes[1].text();
+        assert!(
+            second.starts_with(&format!(
+                "traced: {} 790 µs; the sampler: the wakeup itself came late",
+                attribute::TIMER_LATE_BUSY
+            )),
+            "{second}"
+        );
+        // Without a trace, the sampler's reading is all there is.
+        let mut bare = c.clone();
+        bare.kernel = None;
+        for s in &mut bare.explanation.as_mut().unwrap().spikes {
+            s.traced = None;
+        }
+        let before = bare.clone();
+        reconcile(&mut bare);
+        assert_eq!(bare, before);
     }
 
     #[test]

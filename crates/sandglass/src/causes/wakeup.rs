@@ -337,6 +337,34 @@ impl LatencySum {
         }
     }
 
+    /// Adds another CPU's sums of the same thread: a thread has one row of latencies, on its
+    /// own CPU.
+    pub fn merge(&mut self, other: &LatencySum) {
+        self.activations += other.activations;
+        for (mine, theirs) in [
+            (&mut self.irq, &other.irq),
+            (&mut self.thread, &other.thread),
+        ] {
+            if mine.add(theirs).is_err() {
+                self.over += theirs.len();
+            }
+        }
+        for (mine, theirs) in [
+            (&mut self.irq_range, other.irq_range),
+            (&mut self.thread_range, other.thread_range),
+        ] {
+            if let Some((lo, hi)) = theirs {
+                *mine = Some(mine.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
+            }
+        }
+        self.over += other.over;
+    }
+
+    /// Wakeups added.
+    pub fn activations(&self) -> u64 {
+        self.activations
+    }
+
     /// The distributions, with its CPU's softirqs (`softirq`, from [`softirq_latency`]).
     pub fn finish(self, cpu: usize, tid: i32, softirq: &Histogram<u64>) -> WakeLatency {
         let lo = |r: Option<(u64, u64)>| r.map(|r| r.0 as i64);

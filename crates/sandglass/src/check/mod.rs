@@ -160,8 +160,58 @@ const PER_CPU_VECTORS: &[&str] = &[
     "x86_platform_ipi",
 ];
 
-/// The fix for one culprit on `cpu`, for a workload at SCHED_FIFO `priority`.
-fn culprit_fix(c: &Culprit, cpu: usize, priority: u32) -> Fix {
+/// What a culprit's pid is at report time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProcState {
+    /// A user process, still there with the same command: it can be moved.
+    Alive,
+    /// A kernel thread: taskset and chrt cannot move most of them, and none should be.
+    Kernel,
+    /// Gone (or its pid now names another command): a short-lived process.
+    Gone,
+}
+
+/// PF_KTHREAD in the flags of `/proc/PID/stat`.
+const PF_KTHREAD: u64 = 0x0020_0000;
+
+/// What `/proc/PID/stat` (or its absence) says of a process that the trace named `comm`.
+pub fn proc_state_of_stat(stat: Option<&str>, comm: &str) -> ProcState {
+    let Some(stat) = stat else {
+        return ProcState::Gone;
+    };
+    let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+        return ProcState::Gone;
+    };
+    let now = &stat[open + 1..close];
+    // The trace's command may be cut to 15 bytes, as the kernel keeps it.
+    if !now.starts_with(comm) && !comm.starts_with(now) {
+        return ProcState::Gone;
+    }
+    let f: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+    // `f` starts at field 3 (state): ppid is field 4, flags field 9.
+    let ppid: i64 = f.get(1).and_then(|x| x.parse().ok()).unwrap_or(-1);
+    let flags: u64 = f.get(6).and_then(|x| x.parse().ok()).unwrap_or(0);
+    if flags & PF_KTHREAD != 0 || ppid == 2 || ppid == 0 {
+        ProcState::Kernel
+    } else {
+        ProcState::Alive
+    }
+}
+
+/// What `pid` (named `comm` in the trace) is now, from `/proc`.
+pub fn proc_state(pid: i32, comm: &str) -> ProcState {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok();
+    proc_state_of_stat(stat.as_deref(), comm)
+}
+
+/// The fix for one culprit on `cpu`, for a workload at SCHED_FIFO `priority`; `state` says
+/// what a pid is now (given its command in the trace).
+fn culprit_fix(
+    c: &Culprit,
+    cpu: usize,
+    priority: u32,
+    state: &dyn Fn(i32, &str) -> ProcState,
+) -> Fix {
     let other = if cpu == 0 { 1 } else { 0 };
     let took = format!(
         "took {} in {} of the delays longer than half the slack (at most {} at once)",
@@ -170,7 +220,27 @@ fn culprit_fix(c: &Culprit, cpu: usize, priority: u32) -> Fix {
         Nanos(c.max_ns)
     );
     let pid = c.name.rsplit_once(':').map(|(_, p)| p.to_string());
-    let (what, command) = match c.kind.as_str() {
+    let task = c
+        .name
+        .rsplit_once(':')
+        .and_then(|(comm, p)| Some((comm, p.parse::<i32>().ok()?)))
+        .filter(|_| c.kind == "thread")
+        .map(|(comm, p)| (comm, state(p, comm)));
+    let (what, command) = match (c.kind.as_str(), task) {
+        ("thread", Some((comm, ProcState::Gone))) => (
+            format!(
+                "a short-lived process ({comm}) ran on CPU {cpu} and has exited since, so there is nothing to move: start such work on another CPU (taskset -c {other} COMMAND), or find what starts it"
+            ),
+            None,
+        ),
+        ("thread", Some((comm, ProcState::Kernel))) => (
+            format!(
+                "kernel thread {comm} ({}) ran on CPU {cpu} (cannot be moved with taskset; an isolated CPU gets little kernel work): isolate the workload's CPU",
+                c.policy.as_deref().unwrap_or("its policy")
+            ),
+            Some(format!("boot with isolcpus=managed_irq,domain,{cpu} nohz_full={cpu} rcu_nocbs={cpu}")),
+        ),
+        _ => match c.kind.as_str() {
         "thread" if c.why.as_deref() == Some(Why::NonPreemptible.as_str()) => (
             format!("{} held CPU {cpu} in a kernel section that could not be preempted: a preemptible kernel (preempt=full, PREEMPT_RT) lets the workload in, or move the task to another CPU", c.name),
             pid.map(|p| format!("taskset -a -p -c {other} {p}")),
@@ -207,6 +277,7 @@ fn culprit_fix(c: &Culprit, cpu: usize, priority: u32) -> Fix {
             format!("{}: not explained by the recorded events", c.name),
             None,
         ),
+        },
     };
     Fix {
         what,
@@ -225,6 +296,20 @@ pub fn fixes(
     cpu: usize,
     priority: u32,
     slack: Nanos,
+) -> Vec<Fix> {
+    fixes_with(culprits, findings, cpu, priority, slack, &proc_state)
+}
+
+/// [`fixes`], with `state` saying what a culprit's pid is now: a suggested `taskset` or `chrt`
+/// names only a user process that is still there; an exited one is "a short-lived process",
+/// a kernel thread is named as such.
+pub fn fixes_with(
+    culprits: &[Culprit],
+    findings: &[Finding],
+    cpu: usize,
+    priority: u32,
+    slack: Nanos,
+    state: &dyn Fn(i32, &str) -> ProcState,
 ) -> Vec<Fix> {
     // Late timer interrupts, idle or busy, have one fix; time the events do not explain
     // (the measuring thread's own running, leaving idle) has none.
@@ -253,7 +338,7 @@ pub fn fixes(
         .iter()
         .filter(|c| c.max_ns * 10 >= slack.0)
         .take(5)
-        .map(|c| culprit_fix(c, cpu, priority))
+        .map(|c| culprit_fix(c, cpu, priority, state))
         .collect();
     for f in findings
         .iter()
@@ -302,7 +387,9 @@ mod tests {
         ];
         let mut sorted = cs.clone();
         sorted.sort_by_key(|x| std::cmp::Reverse(x.stolen_ns));
-        let f = fixes(&sorted, &[], 1, 90, Nanos::from_micros(500));
+        let f = fixes_with(&sorted, &[], 1, 90, Nanos::from_micros(500), &|_, _| {
+            ProcState::Alive
+        });
         assert!(
             f[0].what
                 .starts_with("sg-hourglass-0:4242 (SCHED_FIFO 99) ran on CPU 1"),
@@ -318,5 +405,69 @@ mod tests {
             "{}",
             f[1].what
         );
+    }
+
+    /// A fix names only a process that is still there and movable: an exited `bash` is a
+    /// short-lived process, `kdamond.0` a kernel thread that taskset cannot move; a pid that
+    /// now names another command has exited too.
+    #[test]
+    fn fixes_name_only_live_movable_processes() {
+        let culprit = |name: &str| Culprit {
+            name: name.into(),
+            kind: CauseKind::Thread.as_str().into(),
+            why: Some(Why::Priority.as_str().into()),
+            policy: Some("SCHED_OTHER nice 0".into()),
+            count: 5,
+            stolen_ns: 9_000_000,
+            max_ns: 2_000_000,
+        };
+        let table = |pid: i32, _: &str| match pid {
+            100 => ProcState::Gone,
+            2 => ProcState::Kernel,
+            _ => ProcState::Alive,
+        };
+        let cs = [
+            culprit("bash:100"),
+            culprit("kdamond.0:2"),
+            culprit("load-disk-0:300"),
+        ];
+        let f = fixes_with(&cs, &[], 1, 90, Nanos::from_micros(500), &table);
+        assert!(
+            f[0].what
+                .starts_with("a short-lived process (bash) ran on CPU 1"),
+            "{}",
+            f[0].what
+        );
+        assert_eq!(f[0].command, None);
+        assert!(
+            f[1].what.starts_with("kernel thread kdamond.0 (SCHED_OTHER nice 0) ran on CPU 1 (cannot be moved with taskset"),
+            "{}",
+            f[1].what
+        );
+        assert!(f[1]
+            .command
+            .as_deref()
+            .is_some_and(|c| !c.contains("taskset")));
+        assert!(f[2]
+            .command
+            .as_deref()
+            .is_some_and(|c| c.starts_with("taskset -a -p -c 0 300")));
+        // From /proc/PID/stat: PF_KTHREAD or a child of kthreadd is a kernel thread; another
+        // command under the pid, or no file, is gone.
+        let kthread = "2 (kdamond.0) S 2 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0";
+        assert_eq!(
+            proc_state_of_stat(Some(kthread), "kdamond.0"),
+            ProcState::Kernel
+        );
+        let user = "300 (load-disk-0) R 1 300 300 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0";
+        assert_eq!(
+            proc_state_of_stat(Some(user), "load-disk-0"),
+            ProcState::Alive
+        );
+        assert_eq!(proc_state_of_stat(Some(user), "bash"), ProcState::Gone);
+        assert_eq!(proc_state_of_stat(None, "bash"), ProcState::Gone);
+        let me = std::fs::read_to_string("/proc/self/stat").unwrap();
+        let comm = &me[me.find('(').unwrap() + 1..me.rfind(')').unwrap()];
+        assert_eq!(proc_state_of_stat(Some(&me), comm), ProcState::Alive);
     }
 }

@@ -3,3 +3,4 @@
 pub mod cmdline;
 pub mod result;
 pub mod run;
+pub mod siblings;

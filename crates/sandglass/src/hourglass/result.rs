@@ -64,8 +64,15 @@ pub struct ThreadResult {
     pub hits: Option<u64>,
     pub misses: Option<u64>,
     pub jobs_dropped: u64,
-    /// PERIODIC: completion minus release of jobs that hit.
+    /// PERIODIC: the response time of every job, release to completion; a missed job, dropped
+    /// unfinished at its deadline, counts as its deadline minus its release (a lower bound of
+    /// a response it never had). Runs written before `response_counts_misses` summarise the
+    /// hits only.
     pub response: Option<Summary>,
+    /// True when `response` counts the missed jobs (at their deadline); false in runs that
+    /// summarised the jobs that hit only.
+    #[serde(default)]
+    pub response_counts_misses: bool,
     /// LAT: lateness of each wakeup.
     pub lateness: Option<Summary>,
     pub later_than: Vec<LaterThan>,
@@ -120,8 +127,19 @@ pub struct ThreadSummary {
     pub lateness: Option<Accumulator>,
     /// LAT: wakeups later than each of [`LATER_THAN_NS`].
     pub later_than: [u64; 8],
-    /// PERIODIC: completion minus release of the jobs that hit.
+    /// PERIODIC: the response time of every job ([`response_ns`]).
     pub response: Option<Accumulator>,
+}
+
+/// The response time of one PERIODIC job, in ns from the start of the run: completion minus
+/// release for a job that hit; for a miss, which is dropped unfinished at its deadline, the
+/// deadline minus the release (the least it would have taken).
+pub fn response_ns(release_ns: i64, deadline_ns: i64, end_ns: i64, hit: bool) -> i64 {
+    if hit {
+        end_ns - release_ns
+    } else {
+        deadline_ns.max(end_ns) - release_ns
+    }
 }
 
 /// What the run's sink gives the result.
@@ -226,6 +244,7 @@ fn thread_result(
         misses: None,
         jobs_dropped: 0,
         response: sum.response.as_ref().and_then(Accumulator::summary),
+        response_counts_misses: sum.response.is_some(),
         lateness: sum.lateness.as_ref().and_then(Accumulator::summary),
         later_than: Vec::new(),
         latencies_dropped: 0,
@@ -286,4 +305,37 @@ fn thread_result(
         ));
     }
     (tr, o.dropped)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Five jobs of a 33 ms period: three hit after 10, 20 and 30 ms, two were dropped at their
+    /// deadline. Every job counts, the misses at 33 ms: max 33 ms, median 30 ms, min 10 ms.
+    #[test]
+    fn missed_jobs_count_at_their_deadline() {
+        const MS: i64 = 1_000_000;
+        let period = 33 * MS;
+        // (release, end, hit): a miss ends at its deadline.
+        let jobs = [
+            (0, 10 * MS, true),
+            (period, period + 20 * MS, true),
+            (2 * period, 3 * period, false),
+            (3 * period, 3 * period + 30 * MS, true),
+            (4 * period, 5 * period, false),
+        ];
+        let mut a = Accumulator::new();
+        for (release, end, hit) in jobs {
+            a.add(response_ns(release, release + period, end, hit));
+        }
+        let s = a.summary().expect("five jobs");
+        assert_eq!(s.count, 5);
+        assert_eq!((s.min_ns, s.max_ns), (10 * MS, 33 * MS));
+        // The median to the histogram's three significant digits.
+        assert!((s.p50_ns - 30 * MS).abs() <= 30 * MS / 1000, "{s:?}");
+        // A miss whose record ends before its deadline still counts the whole period.
+        assert_eq!(response_ns(0, period, 5 * MS, false), period);
+        assert_eq!(response_ns(0, period, 7 * MS, true), 7 * MS);
+    }
 }

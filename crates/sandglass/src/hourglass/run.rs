@@ -51,6 +51,8 @@ struct Emitted {
     tb: Timebase,
     now_ns: u64,
     error: Option<StoreError>,
+    /// What the sibling threads ran in each thread's preemption gaps.
+    siblings: super::siblings::Siblings,
 }
 
 impl Emitted {
@@ -66,6 +68,13 @@ impl Emitted {
             reason: r.reason,
         };
         self.inference.add(&iv);
+        self.siblings.add(
+            r.thread,
+            r.cpu as usize,
+            iv.start_ns,
+            iv.end_ns,
+            r.reason == EndReason::Preempted,
+        );
         let reason = match r.reason {
             EndReason::Preempted => &self.reasons[0],
             EndReason::Yielded => &self.reasons[1],
@@ -130,6 +139,7 @@ impl HourglassSink {
                 tb: s.timebase,
                 now_ns: 0,
                 error: None,
+                siblings: super::siblings::Siblings::new(n, SPIKE_NS),
             },
             previous: vec![None; n],
             next_wakeup: vec![0; n],
@@ -144,12 +154,17 @@ impl HourglassSink {
         })
     }
 
-    /// Writes what is buffered, closes the tables, and returns the files, the spikes per CPU and
-    /// what the result needs.
+    /// Writes what is buffered, closes the tables, and returns the files, the spikes per CPU,
+    /// what the result needs and the largest preemption gaps with what the siblings ran in them.
     pub fn finish(
         mut self,
         now_ns: u64,
-    ) -> (Result<Vec<FileEntry>, StoreError>, Vec<SpikeLog>, Streamed) {
+    ) -> (
+        Result<Vec<FileEntry>, StoreError>,
+        Vec<SpikeLog>,
+        Streamed,
+        Vec<super::siblings::Gap>,
+    ) {
         let Self {
             merge,
             emitted,
@@ -180,7 +195,11 @@ impl HourglassSink {
             records: self.emitted.rows,
             out_of_order: self.merge.out_of_order,
         };
-        (closed, self.spikes, streamed)
+        let siblings = std::mem::replace(
+            &mut self.emitted.siblings,
+            super::siblings::Siblings::new(0, 0),
+        );
+        (closed, self.spikes, streamed, siblings.finish())
     }
 
     fn spike_log(&mut self, cpu: u32) -> Option<&mut SpikeLog> {
@@ -260,10 +279,13 @@ impl Sink for HourglassSink {
             b.push_text(6 + 1, &self.outcomes[usize::from(!j.hit)]);
             table.end_row(end.max(0) as u64)?;
             self.next_job[i] += 1;
-            if j.hit {
-                if let Some(a) = self.summaries[i].response.as_mut() {
-                    a.add(end - release);
-                }
+            if let Some(a) = self.summaries[i].response.as_mut() {
+                a.add(result::response_ns(
+                    release,
+                    tb.at_ns(j.deadline),
+                    end,
+                    j.hit,
+                ));
             }
         }
         Ok(())
@@ -317,7 +339,7 @@ pub fn run(
     if let Some((_, w)) = fallback {
         m.warnings.insert(0, w);
     }
-    let (closed, spikes, streamed) = sink.finish(m.elapsed_ns());
+    let (closed, spikes, streamed, gaps) = sink.finish(m.elapsed_ns());
     let mut files = crate::result::close_store(&mut m, closed);
     let mut result = result::build(
         &spec.threads,
@@ -326,7 +348,7 @@ pub fn run(
         &mut m,
         streamed,
     );
-    let c = causes(&m, &spikes);
+    let c = causes(&m, &spikes, &gaps, &spec.threads);
     if let Some(k) = &c.kernel {
         result
             .run
@@ -410,7 +432,12 @@ pub fn rtc_fallback(
 }
 
 /// The explanation of the run's preemption gaps on each CPU.
-fn causes(m: &Measured, spikes: &[SpikeLog]) -> crate::causes::Causes {
+fn causes(
+    m: &Measured,
+    spikes: &[SpikeLog],
+    gaps: &[super::siblings::Gap],
+    threads: &[crate::plan::ThreadSpec],
+) -> crate::causes::Causes {
     // The first thread pinned to a CPU stands for it (threads that share a CPU share its counts).
     let thread_of = |cpu: usize| {
         m.placement
@@ -427,6 +454,13 @@ fn causes(m: &Measured, spikes: &[SpikeLog]) -> crate::causes::Causes {
         crate::causes::explain::Waits::Polls,
     );
     crate::stops::name_in_causes(&mut causes, &m.stops);
+    if let Some(e) = causes.explanation.as_mut() {
+        let label = |t: u16| match threads.get(t as usize) {
+            Some(s) => format!("{t} ({})", s.priority_text),
+            None => t.to_string(),
+        };
+        super::siblings::explain(e, gaps, &label);
+    }
     if m.kernel.is_some() {
         // With the kernel's events, every preemption gap is explained, not only the spikes.
         let all: Vec<crate::causes::CpuSpikes> = spikes
@@ -438,6 +472,7 @@ fn causes(m: &Measured, spikes: &[SpikeLog]) -> crate::causes::Causes {
             })
             .collect();
         causes.kernel = crate::causes::attribute_run(m, &all);
+        crate::causes::reconcile(&mut causes);
     }
     causes
 }

@@ -516,7 +516,9 @@ fn a_store_that_cannot_be_written_ends_the_run_incomplete() {
         fail_after: Some(10),
         ..Counting::default()
     };
-    let (r, _tmp) = run_with(&mock, &timer_plan(1, 2_000), Faults::default(), sink);
+    // A minute's plan: ended by the store's error, it stops long before, however slowly a
+    // busy machine runs it.
+    let (r, _tmp) = run_with(&mock, &timer_plan(1, 60_000), Faults::default(), sink);
     let (m, _) = r.expect("the run ends with what it measured");
     assert_eq!(m.state, RunState::Incomplete);
     assert!(
@@ -525,8 +527,8 @@ fn a_store_that_cannot_be_written_ends_the_run_incomplete() {
         m.end_detail
     );
     assert!(m.store_error.is_some());
-    // It stopped long before its two seconds.
-    assert!(m.elapsed_ns() < 1_500_000_000, "{}", m.elapsed_ns());
+    // It stopped long before its minute.
+    assert!(m.elapsed_ns() < 30_000_000_000, "{}", m.elapsed_ns());
     assert_restored(&mock.log());
 }
 
