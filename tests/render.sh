@@ -14,6 +14,9 @@
 #   bash tests/render.sh --html FILE KIND ...  # check the given pages only (the option may be
 #                                              # repeated; KIND: timer, noise, hourglass, study)
 #
+# The runs are made with a release build, or with the binary SANDGLASS_BIN names (CI uses the
+# test build's: the pages are the same).
+#
 # Chromium is Debian's `chromium`, installed when missing if this runs as root with apt-get;
 # otherwise the check is skipped with a printed reason (exit 0). Exits 1 if any page fails,
 # with a line naming the file, the plot and what is wrong.
@@ -108,12 +111,16 @@ timeout 60 python3 tests/render_check.py selftest
 
 if [ ${#pages[@]} -eq 0 ]; then
     start=$SECONDS
-    timeout 2400 cargo build --release --locked -q
-    bin=$PWD/target/release/sandglass
+    if [ -n "${SANDGLASS_BIN:-}" ]; then
+        bin=$(realpath "$SANDGLASS_BIN")
+    else
+        timeout 2400 cargo build --release --locked -q
+        bin=$PWD/target/release/sandglass
+    fi
     export SANDGLASS_RUNS_DIR="$tmp/runs"
-    prio=f:50 timer_duration=3s
+    prio=f:50 timer_duration=3s study_scale=0.05
     [ "$(id -u)" = 0 ] || prio=NORMAL # a real-time priority needs root
-    [ "$update_docs" = 0 ] || timer_duration=10s
+    [ "$update_docs" = 0 ] || timer_duration=10s study_scale=0.25
     run() { # NAME ARGS... : one run or study, its output shown only if it fails
         local name=$1
         shift
@@ -128,7 +135,7 @@ if [ ${#pages[@]} -eq 0 ]; then
     run T timer -d "$timer_duration"
     run N noise -d 3s
     run H hourglass -n 2 -d 2s -t 1 -w PERIODIC 2ms 10ms -p "$prio"
-    run S study quick --duration-scale 0.25
+    run S study quick --duration-scale "$study_scale"
     echo "build and runs took $((SECONDS - start)) s"
     pages=("$tmp/T.html" timer "$tmp/N.html" noise "$tmp/H.html" hourglass "$tmp/S.html" study)
 fi

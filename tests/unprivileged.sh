@@ -9,6 +9,11 @@
 #
 #   bash tests/unprivileged.sh           # as root: creates the user `sandglass-test` if needed
 #
+# SANDGLASS_TEST_BINARIES=FILE runs the binaries FILE lists (tests/binaries.sh's output) instead
+# of building them; SANDGLASS_TEST_MACHINE_LOCK=FILE (a file the user can read) makes the tests
+# that measure wait for those of another test process holding it, so that .ci/run can run this
+# pass beside the root one.
+#
 # Not root: prints why it cannot switch users and exits 0 (the ordinary `cargo test` already
 # runs unprivileged then).
 set -euo pipefail
@@ -35,17 +40,13 @@ home=$(mktemp -d /tmp/sandglass-unprivileged.XXXXXX)
 chown "$uid:$gid" "$home"
 trap 'rm -rf "$home"' EXIT
 
-# Every test binary with its package directory, as cargo would run it.
-mapfile -t binaries < <(
-    cargo test --workspace --locked --no-run --message-format=json 2>/dev/null |
-        python3 -c '
-import json, sys, os
-for line in sys.stdin:
-    m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("profile", {}).get("test") and m.get("executable"):
-        print(m["executable"] + "\t" + os.path.dirname(m["manifest_path"]) + "\t" + m["target"]["name"])
-'
-)
+# Every test binary with its package directory, as cargo would run it: the list .ci/run made
+# when it built them (SANDGLASS_TEST_BINARIES), or built and listed now.
+if [ -n "${SANDGLASS_TEST_BINARIES:-}" ]; then
+    mapfile -t binaries <"$SANDGLASS_TEST_BINARIES"
+else
+    mapfile -t binaries < <(bash tests/binaries.sh 2>/dev/null)
+fi
 if [ "${#binaries[@]}" = 0 ]; then
     echo "no test binaries were built" >&2
     exit 1
@@ -63,6 +64,7 @@ for entry in "${binaries[@]}"; do
         --inh-caps=-all --bounding-set=-all --no-new-privs \
         env -i PATH="$PATH" HOME="$home" TMPDIR="$home" LANG=C.UTF-8 \
         CARGO_MANIFEST_DIR="$dir" INSTA_WORKSPACE_ROOT="$root" CI=true RUST_BACKTRACE=1 \
+        ${SANDGLASS_TEST_MACHINE_LOCK:+SANDGLASS_TEST_MACHINE_LOCK="$SANDGLASS_TEST_MACHINE_LOCK"} \
         "$exe" --test-threads=2 >"$log" 2>&1); then
         result=$(grep -E '^test result:' "$log" | tail -1)
         n_skip=$(grep -c '^skipped ' "$log" || true)

@@ -205,7 +205,7 @@ mod tests {
 
     /// The golden run's summary (two CPUs of 42,000 releases).
     fn golden() -> TimerResult {
-        let snap = include_str!("../../cli/tests/snapshots/golden__timer_json.snap");
+        let snap = include_str!("../../cli/tests/it/snapshots/it__golden__timer_json.snap");
         let json = snap.splitn(3, "---\n").nth(2).unwrap();
         serde_json::from_str(json).unwrap()
     }

@@ -1,0 +1,196 @@
+//! Runs recorded by run format 1 (tables as CSV files written at the end of the run), kept in
+//! `tests/data/v1/` as `sandglass 0.1.0 (commit 6dd841f)` wrote them: a timer run, a noise run
+//! and an Hourglass run with a LAT and a PERIODIC thread. Every reader still reads them: the
+//! summary, the page, Markdown, every export, `compare`, `analyze … --run`, `--jitter-from`,
+//! `--wcet-from`, and the catalog's import. Nothing here writes into the fixtures.
+
+use assert_cmd::Command;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+fn fixture(kind: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/v1")
+        .join(kind)
+}
+
+/// Runs the command with its runs directory in `runs`; expects success and returns stdout.
+fn ok(runs: &Path, args: &[&str]) -> String {
+    let out = Command::cargo_bin("sandglass")
+        .unwrap()
+        .env("SANDGLASS_RUNS_DIR", runs)
+        .args(args)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{args:?}: {stderr}");
+    assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn lines(path: &Path) -> usize {
+    std::fs::read_to_string(path).unwrap().lines().count()
+}
+
+#[test]
+fn the_fixtures_are_of_run_format_1_and_intact() {
+    for kind in ["timer", "noise", "hourglass"] {
+        let r = sandglass::store::RunReader::open(&fixture(kind)).unwrap();
+        assert_eq!(r.manifest.schema_version, 1, "{kind}");
+        assert_eq!(r.manifest.tool.commit, "6dd841f0c481", "{kind}");
+        r.verify().unwrap();
+    }
+}
+
+#[test]
+fn summaries_pages_and_markdown_of_old_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    for (kind, head) in [
+        ("timer", "sandglass timer: 1 CPU(s), interval 1 ms"),
+        ("noise", "sandglass noise: 1 CPU(s)"),
+        ("hourglass", "LAT"),
+    ] {
+        let dir = fixture(kind);
+        let d = dir.to_str().unwrap();
+        let text = ok(&runs, &["report", d]);
+        assert!(text.contains(head), "{kind}: {text}");
+        let md = ok(&runs, &["report", d, "--markdown"]);
+        assert!(md.starts_with('#') || md.contains('|'), "{kind}: {md}");
+        if kind == "hourglass" {
+            // Written when response times were of the hits alone: the figures say so.
+            assert!(
+                text.contains("response time of the 476 hits (release to completion; 24 missed of 500 left out): "),
+                "{text}"
+            );
+            assert!(md.contains("| 1.943 ms of the hits (24 missed) |"), "{md}");
+        }
+        let page = tmp.path().join(format!("{kind}.html"));
+        ok(&runs, &["report", d, "--html", page.to_str().unwrap()]);
+        let html = std::fs::read_to_string(&page).unwrap();
+        assert!(html.contains("<svg") && html.contains("</html>"), "{kind}");
+    }
+}
+
+#[test]
+fn exports_of_old_runs_keep_every_row() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    for (kind, tables) in [
+        ("timer", &["samples.csv"][..]),
+        ("noise", &["interruptions.csv"][..]),
+        ("hourglass", &["trace.csv", "latency.csv", "jobs.csv"][..]),
+    ] {
+        let out = tmp.path().join(format!("csv-{kind}"));
+        ok(
+            &runs,
+            &[
+                "report",
+                fixture(kind).to_str().unwrap(),
+                "--csv",
+                out.to_str().unwrap(),
+            ],
+        );
+        for t in tables {
+            assert_eq!(
+                lines(&out.join(t)),
+                lines(&fixture(kind).join(t)),
+                "{kind}: {t}"
+            );
+        }
+    }
+    let cyc = tmp.path().join("timer.cyclictest");
+    ok(
+        &runs,
+        &[
+            "report",
+            fixture("timer").to_str().unwrap(),
+            "--cyclictest",
+            cyc.to_str().unwrap(),
+        ],
+    );
+    let text = std::fs::read_to_string(&cyc).unwrap();
+    assert!(text.contains("# Total:"), "{text}");
+    let pf = tmp.path().join("hourglass.json");
+    ok(
+        &runs,
+        &[
+            "report",
+            fixture("hourglass").to_str().unwrap(),
+            "--perfetto",
+            pf.to_str().unwrap(),
+        ],
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&pf).unwrap()).unwrap();
+    assert!(!v["traceEvents"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn compare_and_analyze_read_old_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    let timer = fixture("timer");
+    let t = timer.to_str().unwrap();
+    let v: Value = serde_json::from_str(&ok(&runs, &["compare", t, t, "--json"])).unwrap();
+    assert_eq!(v["figures"][0]["samples"], 1000, "{v}");
+    let v: Value =
+        serde_json::from_str(&ok(&runs, &["analyze", "worst-case", "--run", t, "--json"])).unwrap();
+    assert!(v.is_object(), "{v}");
+    let text = ok(
+        &runs,
+        &[
+            "analyze",
+            "mttf",
+            "--run",
+            t,
+            "--buffer",
+            "2ms",
+            "--buffers",
+            "2",
+        ],
+    );
+    assert!(text.contains("2 buffers of 2 ms"), "{text}");
+    let tasks = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/hourglass-5.5.toml");
+    let hg = fixture("hourglass");
+    let v: Value = serde_json::from_str(&ok(
+        &runs,
+        &[
+            "analyze",
+            "rta",
+            tasks.to_str().unwrap(),
+            "--jitter-from",
+            &format!("{t}@p99.9"),
+            "--wcet-from",
+            &format!("modem={}@max:1", hg.display()),
+            "--json",
+        ],
+    ))
+    .unwrap();
+    assert!(v["tasks"][0]["jitter_ns"].as_u64().unwrap() > 0, "{v}");
+    assert!(v["tasks"][0]["wcet_ns"].as_u64().unwrap() >= 200_000, "{v}");
+}
+
+#[test]
+fn old_runs_are_imported_into_the_catalog() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    for kind in ["timer", "noise", "hourglass"] {
+        let copy = tmp.path().join(format!("copy-{kind}"));
+        std::fs::create_dir_all(&copy).unwrap();
+        for e in std::fs::read_dir(fixture(kind)).unwrap().flatten() {
+            std::fs::copy(e.path(), copy.join(e.file_name())).unwrap();
+        }
+        ok(&runs, &["runs", "import", copy.to_str().unwrap()]);
+    }
+    let v: Value = serde_json::from_str(&ok(&runs, &["runs", "--all", "--json"])).unwrap();
+    let kinds: Vec<&str> = v["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds.len(), 3, "{v}");
+    for k in ["timer", "noise", "hourglass"] {
+        assert!(kinds.contains(&k), "{v}");
+    }
+}
