@@ -41,6 +41,16 @@ fn four_runs_on_one_cpu_one_measures_three_refuse_naming_the_holder() {
             .count()
             >= 3
     });
+    // The holder is stopped only once it measures (its manifest says `running`): a SIGINT
+    // during its start-up, before it handles signals, would end it by the signal instead.
+    common::wait_until("the holder's running manifest", || {
+        std::fs::read_dir(runs.path()).is_ok_and(|rd| {
+            rd.flatten().any(|e| {
+                std::fs::read_to_string(e.path().join("manifest.json"))
+                    .is_ok_and(|m| m.contains("\"running\""))
+            })
+        })
+    });
     for c in children.iter_mut() {
         if c.try_wait().unwrap().is_none() {
             sandglass_sys::signal::send_to_process(c.id() as i32, sandglass_sys::signal::SIGINT)
