@@ -192,6 +192,9 @@ pub struct Jail {
     cgroup: Option<PathBuf>,
     warden: Option<child::Warden>,
     leader: Option<i32>,
+    /// The leader's start time: once its `Child` has been waited for, its pid may name another
+    /// process, which the jail must not take for its own.
+    leader_start: Option<u64>,
     /// Subreaper jails: every member seen, with its start time.
     tracked: BTreeMap<i32, u64>,
     scanned: Option<Instant>,
@@ -216,6 +219,7 @@ impl Jail {
             cgroup,
             warden: None,
             leader: None,
+            leader_start: None,
             tracked: BTreeMap::new(),
             scanned: None,
             created: Instant::now(),
@@ -240,6 +244,7 @@ impl Jail {
     /// Records the started child, which leads the load's process group.
     pub fn started(&mut self, leader: i32) {
         self.leader = Some(leader);
+        self.leader_start = proc_stat(leader).map(|p| p.start);
         if self.cgroup.is_none() {
             LEADERS
                 .lock()
@@ -258,9 +263,10 @@ impl Jail {
         let me = std::process::id() as i32;
         let my_group = proc_stat(me).map(|p| p.pgid).unwrap_or(me);
         let leaders = LEADERS.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let mut roots: BTreeSet<i32> = self.leader.into_iter().collect();
+        let mut roots = BTreeSet::new();
         for p in &table {
-            let ours = self.tracked.get(&p.pid) == Some(&p.start);
+            let leader = Some(p.pid) == self.leader && Some(p.start) == self.leader_start;
+            let ours = leader || self.tracked.get(&p.pid) == Some(&p.start);
             let adopted = p.ppid == me && p.pgid != my_group && !leaders.contains(&p.pid);
             if ours || adopted {
                 roots.insert(p.pid);
@@ -382,8 +388,8 @@ impl Jail {
             text.push_str(&format!("cgroup {}\n", d.display()));
         }
         let mut procs = self.tracked.clone();
-        if let Some(p) = self.leader.and_then(proc_stat) {
-            procs.insert(p.pid, p.start);
+        if let (Some(pid), Some(start)) = (self.leader, self.leader_start) {
+            procs.insert(pid, start);
         }
         for (pid, start) in procs {
             text.push_str(&format!("proc {pid} {start}\n"));
@@ -564,6 +570,40 @@ impl StateFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A leader that has been waited for leaves its pid free: a process that takes it later (a
+    /// different start time) is not the jail's, and nothing the jail does reaches it.
+    #[test]
+    fn a_pid_the_leader_left_names_nothing_of_the_jails() {
+        let mut stranger = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep");
+        let pid = stranger.id() as i32;
+        let start = proc_stat(pid).expect("stat").start;
+        let mut jail = Jail {
+            cgroup: None,
+            warden: None,
+            leader: Some(pid),
+            leader_start: Some(start),
+            tracked: BTreeMap::new(),
+            scanned: None,
+            created: Instant::now(),
+            state: None,
+        };
+        assert!(jail.members().iter().any(|p| p.pid == pid));
+        jail.leader_start = Some(start + 1);
+        assert!(jail.members().is_empty(), "{:?}", jail.members());
+        assert!(!jail.alive());
+        jail.signal(child::SIGKILL);
+        assert_eq!(
+            stranger.try_wait().expect("wait"),
+            None,
+            "the stranger was signalled"
+        );
+        let _ = stranger.kill();
+        let _ = stranger.wait();
+    }
 
     #[test]
     fn stat_lines_are_read_after_the_command_name() {

@@ -5,7 +5,9 @@
 //! the child, which matters because the parent-death signal belongs to the spawning thread),
 //! reports its process group, and polls it every 10 ms. To stop it, it sends SIGINT to the
 //! group, which stress-ng answers by stopping its stressors and printing its metrics, then
-//! SIGKILL after two seconds. The child's affinity and policy are the supervisor's: the
+//! SIGKILL after two seconds. The group is signalled by its number only while its leader has
+//! not been waited for (until then no other process can take that number); the rest of the
+//! load, in the group or out of it, is reached through its [`crate::contain::Jail`]. The child's affinity and policy are the supervisor's: the
 //! load's CPUs, SCHED_OTHER, nice 0.
 //!
 //! stress-ng's output goes to a file that is unlinked as soon as it is created, read after the
@@ -168,14 +170,12 @@ fn supervise(
         jail.poll();
         // The guardian ends the rest of the group once the leader has gone; what left the
         // group runs on in the jail until the loads stop, checked every 100 ms (a subreaper
-        // jail walks /proc to check), and is ended by `Jail::close`.
+        // jail walks /proc to check), and is ended by `Jail::close`. Once the leader has been
+        // waited for, the group's number is free for another process to take (pids wrap at
+        // 32768 on many systems): from then on only the jail, which checks start times, names
+        // what is ours.
         if leader_done {
-            let over = if shared.stopped() {
-                !child::group_alive(group)
-            } else {
-                !jail.alive()
-            };
-            if over {
+            if !jail.alive() {
                 break;
             }
             if !shared.stopped() {
@@ -186,12 +186,16 @@ fn supervise(
             let now = Instant::now();
             match (interrupted_at, killed_at) {
                 (None, _) => {
-                    let _ = child::signal_group(group, SIGINT);
+                    if !leader_done {
+                        let _ = child::signal_group(group, SIGINT);
+                    }
                     jail.signal(SIGINT);
                     interrupted_at = Some(now);
                 }
                 (Some(t), None) if now - t >= KILL_AFTER => {
-                    let _ = child::signal_group(group, child::SIGKILL);
+                    if !leader_done {
+                        let _ = child::signal_group(group, child::SIGKILL);
+                    }
                     jail.signal(child::SIGKILL);
                     killed_at = Some(now);
                 }

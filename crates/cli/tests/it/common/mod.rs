@@ -9,9 +9,7 @@ static MACHINE: Mutex<()> = Mutex::new(());
 
 /// The file two test processes lock to serialise their measuring tests with each other, so
 /// that the root and the unprivileged pass can run at once: a file both users can open, made by
-/// the script that starts them (.ci/run sets it, though it runs the passes one after the other
-/// until the start-up races docs/design.md names are fixed). Unset, only the tests of this
-/// process are serialised.
+/// the script that starts them (.ci/run). Unset, only the tests of this process are serialised.
 pub const MACHINE_LOCK_ENV: &str = "SANDGLASS_TEST_MACHINE_LOCK";
 
 /// Held while a test measures or loads the machine; see [`lock`].
