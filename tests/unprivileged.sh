@@ -12,7 +12,8 @@
 # SANDGLASS_TEST_BINARIES=FILE runs the binaries FILE lists (tests/binaries.sh's output) instead
 # of building them; SANDGLASS_TEST_MACHINE_LOCK=FILE (a file the user can read) makes the tests
 # that measure wait for those of another test process holding it, so that .ci/run can run this
-# pass beside the root one.
+# pass beside the root one; SANDGLASS_TEST_LOCK_LOG=FILE (a file the user can append to) gets a
+# line for each time a test held that lock.
 #
 # Not root: prints why it cannot switch users and exits 0 (the ordinary `cargo test` already
 # runs unprivileged then).
@@ -65,6 +66,7 @@ for entry in "${binaries[@]}"; do
         env -i PATH="$PATH" HOME="$home" TMPDIR="$home" LANG=C.UTF-8 \
         CARGO_MANIFEST_DIR="$dir" INSTA_WORKSPACE_ROOT="$root" CI=true RUST_BACKTRACE=1 \
         ${SANDGLASS_TEST_MACHINE_LOCK:+SANDGLASS_TEST_MACHINE_LOCK="$SANDGLASS_TEST_MACHINE_LOCK"} \
+        ${SANDGLASS_TEST_LOCK_LOG:+SANDGLASS_TEST_LOCK_LOG="$SANDGLASS_TEST_LOCK_LOG"} \
         "$exe" --test-threads=2 >"$log" 2>&1); then
         result=$(grep -E '^test result:' "$log" | tail -1)
         n_skip=$(grep -c '^skipped ' "$log" || true)

@@ -683,6 +683,9 @@ pub fn write_fit(w: &mut dyn Write, f: &CostFit, points: &[Point]) -> io::Result
         f.r2.map(|r| format!("{r:.6}"))
             .unwrap_or_else(|| "undefined (all times equal)".into())
     )?;
+    if let Some(why) = &f.not_physical {
+        writeln!(w, "not a cost model: {why}")?;
+    }
     if !points.is_empty() {
         writeln!(
             w,

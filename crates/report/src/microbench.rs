@@ -175,6 +175,11 @@ pub fn write_ipc(w: &mut dyn Write, r: &IpcResult) -> io::Result<()> {
             }
         }
         match (&m.model, &m.model_error) {
+            (Some(f), _) if f.not_physical.is_some() => writeln!(
+                w,
+                "  no model: t(N) = a + N/b fitted to the medians is not physical: {}",
+                f.not_physical.as_deref().unwrap_or_default()
+            )?,
             (Some(f), _) => writeln!(
                 w,
                 "  t(N) = a + N/b fitted to the medians: a = {}, b = {} MB/s, R² {}",
@@ -209,17 +214,15 @@ pub fn write_ipc(w: &mut dyn Write, r: &IpcResult) -> io::Result<()> {
         let mut a = format!("{:>10}", "a");
         let mut b = format!("{:>10}", "b MB/s");
         for m in &r.mechanisms {
+            // Only a physical model's parameters are costs.
+            let model = m.model.as_ref().filter(|f| f.not_physical.is_none());
             a.push_str(&format!(
                 " {:>11}",
-                m.model
-                    .as_ref()
+                model
                     .map(|f| ns_f(f.fixed_ns))
                     .unwrap_or_else(|| "-".into())
             ));
-            b.push_str(&format!(
-                " {:>11}",
-                mbps(m.model.as_ref().and_then(|f| f.bytes_per_s))
-            ));
+            b.push_str(&format!(" {:>11}", mbps(model.and_then(|f| f.bytes_per_s))));
         }
         writeln!(w, "{a}\n{b}")?;
     }
@@ -246,6 +249,16 @@ pub fn write_ctxsw(w: &mut dyn Write, r: &CtxswResult) -> io::Result<()> {
     )?;
     for c in &r.cells {
         let s = c.switch_ns.as_ref();
+        // A negative median switch or indirect cost is not a cost: its reason is printed below.
+        let switch_p50 = match s {
+            Some(s) if s.p50_ns < 0 => "-".to_string(),
+            _ => dist(s, |s| s.p50_ns),
+        };
+        let indirect = c
+            .indirect_p50_ns
+            .filter(|&i| i >= 0)
+            .map(ns)
+            .unwrap_or_else(|| "-".into());
         writeln!(
             w,
             "{:>12} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
@@ -258,13 +271,16 @@ pub fn write_ctxsw(w: &mut dyn Write, r: &CtxswResult) -> io::Result<()> {
             dist(c.overhead_ns.as_ref(), |s| s.p50_ns),
             dist(c.hop_ns.as_ref(), |s| s.p50_ns),
             dist(s, |s| s.min_ns),
-            dist(s, |s| s.p50_ns),
+            switch_p50,
             dist(s, |s| s.p99_ns),
             dist(s, |s| s.max_ns),
-            c.indirect_p50_ns.map(ns).unwrap_or_else(|| "-".into())
+            indirect
         )?;
         if let Some(e) = &c.error {
             writeln!(w, "{:>12} error: {e}", "")?;
+        }
+        if let Some(why) = &c.not_physical {
+            writeln!(w, "{:>12} not physical: {why}", "")?;
         }
         if !c.placement_verified {
             writeln!(

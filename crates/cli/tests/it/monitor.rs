@@ -825,6 +825,29 @@ fn top_without_a_terminal_is_a_usage_error() {
     assert!(out.stderr.contains("needs a terminal"), "{}", out.stderr);
 }
 
+/// Waits up to `ms` for `master` to have something and reads it into `text`: `Some(true)` when
+/// something was read, `Some(false)` when nothing came, `None` when the terminal is closed.
+fn read_once(master: &mut std::fs::File, text: &mut String, ms: i32) -> Option<bool> {
+    use std::os::fd::AsRawFd;
+    let mut buf = [0u8; 65536];
+    let mut p = libc::pollfd {
+        fd: master.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    if unsafe { libc::poll(&mut p, 1, ms) } <= 0 {
+        return Some(false);
+    }
+    match master.read(&mut buf) {
+        Ok(n) if n > 0 => {
+            text.push_str(&String::from_utf8_lossy(&buf[..n]));
+            Some(true)
+        }
+        _ => None,
+    }
+}
+
 /// Waits up to `bound` for `child` to end, reading (and returning) what it writes to the
 /// terminal meanwhile, so that its output never blocks; kills it and fails past the bound.
 fn wait_reading(
@@ -833,13 +856,15 @@ fn wait_reading(
     bound: Duration,
     what: &str,
 ) -> (std::process::ExitStatus, String) {
-    use std::os::fd::AsRawFd;
     let mut text = String::new();
-    let mut buf = [0u8; 65536];
     let end = Instant::now() + bound;
     let mut master = master;
     loop {
         if let Some(status) = child.try_wait().unwrap() {
+            // What it wrote just before it ended may still wait in the terminal: read it all.
+            if let Some(m) = master {
+                while read_once(m, &mut text, 200) == Some(true) {}
+            }
             return (status, text);
         }
         if Instant::now() > end {
@@ -849,17 +874,8 @@ fn wait_reading(
         }
         match master.as_deref_mut() {
             Some(m) => {
-                let mut p = libc::pollfd {
-                    fd: m.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                };
-                // SAFETY: one valid pollfd.
-                if unsafe { libc::poll(&mut p, 1, 20) } > 0 {
-                    match m.read(&mut buf) {
-                        Ok(n) if n > 0 => text.push_str(&String::from_utf8_lossy(&buf[..n])),
-                        _ => master = None,
-                    }
+                if read_once(m, &mut text, 20).is_none() {
+                    master = None;
                 }
             }
             None => std::thread::sleep(Duration::from_millis(20)),
@@ -999,23 +1015,11 @@ fn in_a_terminal_with_stdin(
 /// guard expires (the caller's checks of what was read then fail). `top` redraws several times a
 /// second, so `done` is asked after every read, not only when the terminal falls quiet.
 fn read_until(master: &mut std::fs::File, done: impl Fn(&str) -> bool) -> String {
-    use std::os::fd::AsRawFd;
     let mut text = String::new();
     let end = Instant::now() + common::WAIT_GUARD;
-    let mut buf = [0u8; 65536];
     loop {
-        let mut p = libc::pollfd {
-            fd: master.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd.
-        let ready = unsafe { libc::poll(&mut p, 1, 200) };
-        if ready > 0 {
-            match master.read(&mut buf) {
-                Ok(n) if n > 0 => text.push_str(&String::from_utf8_lossy(&buf[..n])),
-                _ => break,
-            }
+        if read_once(master, &mut text, 200).is_none() {
+            break;
         }
         if done(&text) || Instant::now() > end {
             break;

@@ -11,6 +11,12 @@
 //! (up to the one rounding of the final division). Only inputs too large for 128 bits fall back
 //! to the two-pass floating-point formulas. The report gives the residuals (observed − fitted),
 //! their sum of squares SSE and the coefficient of determination R² = 1 − SSE/SST.
+//!
+//! Least squares always gives a line, but not every line is a cost model: a negative fixed
+//! cost (a transfer that takes less than nothing) or a time that falls as the size grows says
+//! that a straight line does not describe these sizes (a capacity, a cache, a segment size),
+//! not what one transfer costs. Such a fit keeps its arithmetic and says why it is not a model
+//! ([`CostFit::not_physical`]); the reports then show the reason, not a and b as results.
 
 use super::busy::gcd;
 use serde::Serialize;
@@ -53,6 +59,30 @@ pub struct CostFit {
     pub sse: f64,
     /// 1 − SSE/SST; `None` when every time is the same (SST = 0).
     pub r2: Option<f64>,
+    /// Why the fitted line is not a physical cost model (a negative fixed cost, a time that
+    /// falls as the size grows); absent when it is one. a and b are then arithmetic, not costs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_physical: Option<String>,
+}
+
+/// Why `t = fixed + ns_per_byte·N` cannot be what a transfer costs, or `None`.
+fn not_physical(fixed_ns: f64, ns_per_byte: f64) -> Option<String> {
+    let mut why = Vec::new();
+    if fixed_ns < 0.0 {
+        why.push(format!(
+            "the fitted fixed cost a = {} ns is negative",
+            fixed_ns.round() as i64
+        ));
+    }
+    if ns_per_byte < 0.0 {
+        why.push("the fitted time falls as the size grows".to_string());
+    }
+    (!why.is_empty()).then(|| {
+        format!(
+            "{}: a straight line does not describe these sizes (see the residuals)",
+            why.join(" and ")
+        )
+    })
 }
 
 /// p/q as f64 after reducing the fraction.
@@ -129,6 +159,7 @@ pub fn fit_cost(points: &[Point]) -> Result<CostFit, FitError> {
         residuals_ns,
         sse,
         r2: (sst > 0.0).then(|| 1.0 - sse / sst),
+        not_physical: not_physical(intercept, slope),
     })
 }
 
@@ -160,6 +191,32 @@ mod tests {
         assert_eq!(f.sse, 0.0);
         assert_eq!(f.r2, Some(1.0));
         assert!(f.residuals_ns.iter().all(|&r| r == 0.0));
+        assert_eq!(f.not_physical, None);
+    }
+
+    /// A line with a negative intercept (times that grow faster than linearly: 0, 500 and
+    /// 3000 ns for 0, 1000 and 2000 bytes fit s = 1.5 ns/B, a = −333 ns) is arithmetic, not a
+    /// cost model, and says why; so is a time that falls with size.
+    #[test]
+    fn impossible_lines_say_why_they_are_not_a_model() {
+        let f = fit_cost(&[pt(0, 0), pt(1000, 500), pt(2000, 3000)]).expect("fit");
+        assert!(f.fixed_ns < 0.0);
+        let why = f.not_physical.expect("flagged");
+        assert!(
+            why.starts_with("the fitted fixed cost a = -333 ns is negative"),
+            "{why}"
+        );
+        let f = fit_cost(&[pt(0, 5000), pt(1000, 4000)]).expect("fit");
+        let why = f.not_physical.expect("flagged");
+        assert!(
+            why.starts_with("the fitted time falls as the size grows"),
+            "{why}"
+        );
+        let f = fit_cost(&[pt(0, 100), pt(1000, 100)]).expect("fit");
+        assert_eq!(
+            f.not_physical, None,
+            "a constant time is a model with no per-byte cost"
+        );
     }
 
     /// Dannenberg et al. 1993, §8.1: "A 1-byte buffer took 0.160ms, while a 32768-byte buffer

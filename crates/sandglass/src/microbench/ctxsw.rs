@@ -93,6 +93,30 @@ pub struct CtxswCell {
     pub cpus_seen: Vec<usize>,
     pub placement_verified: bool,
     pub error: Option<String>,
+    /// Why this working set's costs are not physical, when they are not: a negative median
+    /// switch (the overhead measured alone took longer than a hop with a switch) or a negative
+    /// indirect cost (refilling a cache cannot save time: the difference is the two medians'
+    /// noise, not a cost). The figures stay in `switch_ns` and `indirect_p50_ns`; the text
+    /// report prints the reason instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_physical: Option<String>,
+}
+
+/// Why `c`'s switch and indirect costs cannot be costs, or `None`.
+pub fn not_physical(c: &CtxswCell) -> Option<String> {
+    if let (Some(s), Some(o), Some(h)) = (&c.switch_ns, &c.overhead_ns, &c.hop_ns) {
+        if s.p50_ns < 0 {
+            return Some(format!(
+                "the median switch is {} ns: the overhead measured alone ({} ns) took longer than a hop with a switch ({} ns), so the subtraction gives no switch cost here (nor an indirect one)",
+                s.p50_ns, o.p50_ns, h.p50_ns
+            ));
+        }
+    }
+    c.indirect_p50_ns.filter(|&i| i < 0).map(|i| {
+        format!(
+            "the indirect cost is {i} ns: refilling a cache cannot save time, so this is the noise of two medians, not a cost"
+        )
+    })
 }
 
 /// The result.
@@ -406,6 +430,7 @@ fn measure_cell(
         cpus_seen: Vec::new(),
         placement_verified: false,
         error: None,
+        not_physical: None,
     };
     let budget = config.cell_time_ns.0;
     let mut over = match overhead(ws_bytes, budget / 3, config.max_trips, stop) {
@@ -504,6 +529,7 @@ pub fn run(
         if c.working_set_bytes > 0 {
             c.indirect_p50_ns = direct.zip(c.switch_ns.as_ref()).map(|(d, s)| s.p50_ns - d);
         }
+        c.not_physical = not_physical(c);
     }
     let mut warnings = Vec::new();
     super::downgrade_warnings(&members.iter().collect::<Vec<_>>(), &mut warnings);
@@ -563,6 +589,39 @@ pub fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A cell from its median overhead, hop and switch and its indirect cost.
+    fn cell(overhead: i64, hop: i64, switch: i64, indirect: Option<i64>) -> CtxswCell {
+        let median = |v: i64| super::super::summarize(&mut [v]);
+        CtxswCell {
+            working_set_bytes: 4096,
+            ring: 2,
+            trips: 1,
+            overhead_ns: median(overhead),
+            hop_ns: median(hop),
+            switch_ns: median(switch),
+            indirect_p50_ns: indirect,
+            cpus_seen: vec![1],
+            placement_verified: true,
+            error: None,
+            not_physical: None,
+        }
+    }
+
+    /// A negative switch or refill cost is not a cost and says why; zero and positive ones
+    /// are costs.
+    #[test]
+    fn negative_costs_are_not_physical() {
+        assert_eq!(not_physical(&cell(500, 2000, 1500, Some(0))), None);
+        assert_eq!(not_physical(&cell(500, 2000, 1500, Some(40))), None);
+        let why = not_physical(&cell(500, 2000, 1500, Some(-1655))).expect("indirect");
+        assert!(
+            why.starts_with("the indirect cost is -1655 ns: refilling a cache cannot save time"),
+            "{why}"
+        );
+        let why = not_physical(&cell(2216, 2000, -216, None)).expect("switch");
+        assert!(why.starts_with("the median switch is -216 ns: the overhead measured alone (2216 ns) took longer than a hop with a switch (2000 ns)"), "{why}");
+    }
 
     /// Exact arithmetic: trips of 4000 and 4400 ns around a ring of 2 with an overhead of
     /// 500 ns per hop are hops of 2000 and 2200 ns and switches of 1500 and 1700 ns.

@@ -12,10 +12,34 @@ static MACHINE: Mutex<()> = Mutex::new(());
 /// the script that starts them (.ci/run). Unset, only the tests of this process are serialised.
 pub const MACHINE_LOCK_ENV: &str = "SANDGLASS_TEST_MACHINE_LOCK";
 
+/// A file to which each test appends how long it held the machine (`SECONDS\tTEST\tUSER`),
+/// when it lets go: the measuring tests run one at a time, so their sum bounds the suite's wall
+/// time, and .ci/run prints the longest.
+pub const LOCK_LOG_ENV: &str = "SANDGLASS_TEST_LOCK_LOG";
+
 /// Held while a test measures or loads the machine; see [`lock`].
 pub struct Machine {
+    since: Instant,
     _file: Option<std::fs::File>,
     _guard: MutexGuard<'static, ()>,
+}
+
+impl Drop for Machine {
+    fn drop(&mut self) {
+        let Some(path) = std::env::var_os(LOCK_LOG_ENV) else {
+            return;
+        };
+        let held = self.since.elapsed().as_secs_f64();
+        let test = std::thread::current().name().unwrap_or("?").to_string();
+        // SAFETY: geteuid has no preconditions.
+        let uid = unsafe { libc::geteuid() };
+        let line = format!("{held:.1}\t{test}\t{uid}\n");
+        // One write of a short line to a file opened for appending: lines of two processes
+        // never interleave.
+        if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(path) {
+            let _ = std::io::Write::write_all(&mut f, line.as_bytes());
+        }
+    }
 }
 
 /// Serialises the tests that measure or load the machine: two at once would disturb each
@@ -35,6 +59,7 @@ pub fn lock() -> Machine {
         file
     });
     Machine {
+        since: Instant::now(),
         _file: file,
         _guard: guard,
     }
