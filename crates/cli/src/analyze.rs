@@ -15,6 +15,7 @@ use sandglass::bounded;
 use sandglass::experiments::rta_validate;
 use sandglass::inputs;
 use sandglass::units::Nanos;
+use sandglass::RunKind;
 use sandglass_report::analysis as render;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -834,7 +835,7 @@ fn cache_cost_cmd(s: &CacheCostArgs) -> Result<u8, Failure> {
 fn ctxsw_cmd(s: &CtxswArgs) -> Result<u8, Failure> {
     let run = run_dir("ctxsw", Path::new(&s.run))?;
     let r = sandglass::store::RunReader::open(&run).map_err(|e| Failure::usage(e.to_string()))?;
-    if r.manifest.kind != "hourglass" {
+    if r.manifest.kind != RunKind::Hourglass {
         return Err(Failure::usage(format!(
             "{}: a {} run has no execution trace; give an hourglass run",
             run.display(),

@@ -8,6 +8,7 @@ use clap::Args;
 use sandglass::store::RunReader;
 use sandglass::study::run as study_run;
 use sandglass::Nanos;
+use sandglass::RunKind;
 use sandglass_report::export::write_atomic;
 use sandglass_report::html;
 use std::io::{self, Write};
@@ -158,7 +159,7 @@ pub fn report(a: &ReportArgs) -> Result<u8, Failure> {
             window: a.window.as_deref().map(window).transpose()?,
         };
         let r = RunReader::open(&path).map_err(|e| Failure::usage(e.to_string()))?;
-        if options.window.is_some() && r.manifest.kind != "hourglass" {
+        if options.window.is_some() && r.manifest.kind != RunKind::Hourglass {
             return Err(Failure::usage(format!(
                 "--window: {} is a {} run; the window applies to Hourglass execution timelines",
                 path.display(),
@@ -179,22 +180,24 @@ pub fn report(a: &ReportArgs) -> Result<u8, Failure> {
     // Every file of the run, not only the summary, must be as the run wrote it.
     r.verify().map_err(|e| Failure::usage(e.to_string()))?;
     let mut out = crate::common::text_stdout();
-    let kind = r.manifest.kind.as_str();
-    if a.markdown && !matches!(kind, "timer" | "noise" | "hourglass") {
+    let kind = &r.manifest.kind;
+    if a.markdown && !kind.has_samples() {
         return Err(Failure::usage(format!(
             "--markdown: {} is a run of kind {kind}; Markdown covers timer, noise and hourglass runs and studies",
             path.display()
         )));
     }
     let written = match kind {
-        "timer" if a.markdown => sandglass_report::markdown::timer(&mut out, &summary(&r)?),
-        "noise" if a.markdown => sandglass_report::markdown::noise(&mut out, &summary(&r)?),
-        "hourglass" if a.markdown => {
+        RunKind::Timer if a.markdown => sandglass_report::markdown::timer(&mut out, &summary(&r)?),
+        RunKind::Noise if a.markdown => sandglass_report::markdown::noise(&mut out, &summary(&r)?),
+        RunKind::Hourglass if a.markdown => {
             sandglass_report::markdown::hourglass(&mut out, &summary(&r)?)
         }
-        "timer" => sandglass_report::timer::write(&mut out, &summary(&r)?),
-        "noise" => sandglass_report::noise::write(&mut out, &summary(&r)?),
-        "hourglass" => sandglass_report::hourglass::write_summary(&mut out, &summary(&r)?),
+        RunKind::Timer => sandglass_report::timer::write(&mut out, &summary(&r)?),
+        RunKind::Noise => sandglass_report::noise::write(&mut out, &summary(&r)?),
+        RunKind::Hourglass => {
+            sandglass_report::hourglass::write_summary(&mut out, &summary(&r)?)
+        }
         kind => {
             return Err(Failure::usage(format!(
                 "{}: a {kind} run; the summary is printed for timer, noise and hourglass runs (the exports --csv and --perfetto take others too)",
@@ -204,8 +207,8 @@ pub fn report(a: &ReportArgs) -> Result<u8, Failure> {
     };
     // The whole distribution at a glance, from the run's whole-run histograms.
     let title = match kind {
-        "timer" if !a.markdown => Some("lateness of every release:"),
-        "noise" if !a.markdown => Some("interruptions:"),
+        RunKind::Timer if !a.markdown => Some("lateness of every release:"),
+        RunKind::Noise if !a.markdown => Some("interruptions:"),
         _ => None,
     };
     let written = written.and_then(|_| match title {

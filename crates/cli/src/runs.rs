@@ -7,6 +7,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use sandglass::catalog::{self, Catalog, CatalogError, Entry, Filter};
 use sandglass::store::{self, RunReader};
+use sandglass::RunKind;
 use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -220,7 +221,7 @@ fn figure_text(key: &str, v: &Value) -> String {
 
 /// The key figures as `name value` pairs separated by commas.
 fn figures_text(e: &Entry) -> String {
-    if e.kind == catalog::STUDY_KIND {
+    if e.kind == RunKind::Study {
         let n = |k: &str| e.figures.get(k).and_then(Value::as_u64).unwrap_or(0);
         let name = e.figures.get("name").and_then(Value::as_str).unwrap_or("");
         return format!(
@@ -315,7 +316,7 @@ fn filter(c: &Catalog, a: &ListArgs) -> Result<Filter, Failure> {
     let study = match &a.study {
         Some(s) => {
             let e = c.resolve(s).map_err(fail)?;
-            if e.kind != catalog::STUDY_KIND {
+            if e.kind != RunKind::Study {
                 return Err(Failure::usage(format!(
                     "--study {s}: {} is a {} run, not a study",
                     e.id, e.kind
@@ -437,7 +438,7 @@ fn list(a: &ListArgs) -> Result<u8, Failure> {
         rows.push(vec![
             e.id.clone(),
             when(&e.started_at),
-            e.kind.clone(),
+            e.kind.to_string(),
             e.state.clone(),
             e.host.clone(),
             figures_text(e),
@@ -457,7 +458,7 @@ fn show(id: &str, as_json: bool) -> Result<u8, Failure> {
             e.path.display()
         )));
     }
-    let cells = if e.kind == catalog::STUDY_KIND {
+    let cells = if e.kind == RunKind::Study {
         c.list(&Filter {
             study: Some(e.id.clone()),
             ..Filter::default()
@@ -466,7 +467,7 @@ fn show(id: &str, as_json: bool) -> Result<u8, Failure> {
     } else {
         Vec::new()
     };
-    let (files, manifest, problem) = if e.kind == catalog::STUDY_KIND {
+    let (files, manifest, problem) = if e.kind == RunKind::Study {
         (Vec::new(), None, None)
     } else {
         match catalog::check_files(&e.path) {
@@ -509,14 +510,14 @@ fn show(id: &str, as_json: bool) -> Result<u8, Failure> {
         })?;
     } else {
         let mut t = String::new();
-        let what = if e.kind == catalog::STUDY_KIND {
+        let what = if e.kind == RunKind::Study {
             "study"
         } else {
             "run"
         };
         t += &format!("{what} {}\n", e.id);
         let mut rows: Vec<Vec<String>> = vec![
-            vec!["  kind".into(), e.kind.clone()],
+            vec!["  kind".into(), e.kind.to_string()],
             vec!["  state".into(), e.state.clone()],
             vec!["  path".into(), e.path.display().to_string()],
         ];
@@ -576,7 +577,7 @@ fn show(id: &str, as_json: bool) -> Result<u8, Failure> {
             for c in &cells {
                 rows.push(vec![
                     format!("  {}", c.id),
-                    c.kind.clone(),
+                    c.kind.to_string(),
                     c.state.clone(),
                     figures_text(c),
                 ]);
@@ -597,7 +598,7 @@ fn rm(id: &str, force: bool) -> Result<u8, Failure> {
     }
     let mut c = open_to_write(id)?;
     let e = c.resolve(id).map_err(fail)?;
-    let cells = if e.kind == catalog::STUDY_KIND {
+    let cells = if e.kind == RunKind::Study {
         c.list(&Filter {
             study: Some(e.id.clone()),
             ..Filter::default()

@@ -9,6 +9,7 @@ use sandglass::analysis::{
 };
 use sandglass::microbench::{self, BENCH_JSON_VERSION};
 use sandglass::result::Versioned;
+use sandglass::RunKind;
 use schemars::{generate::SchemaSettings, JsonSchema};
 use serde_json::{json, Value};
 
@@ -73,6 +74,11 @@ fn bench(kind: &'static str, commands: &'static str, generate: fn() -> Value) ->
     }
 }
 
+/// The output named after a run kind: its result's schema.
+fn run(kind: RunKind) -> &'static str {
+    kind.known_name().unwrap_or_default()
+}
+
 /// Every versioned JSON output.
 pub fn outputs() -> Vec<Output> {
     let fixed = |kind, version: &str, commands, generate| Output {
@@ -83,7 +89,7 @@ pub fn outputs() -> Vec<Output> {
     };
     vec![
         fixed(
-            "timer",
+            run(RunKind::Timer),
             sandglass::timer::JSON_SCHEMA,
             "timer --json and a timer run's summary.json",
             of::<sandglass::timer::TimerResult>,
@@ -95,56 +101,56 @@ pub fn outputs() -> Vec<Output> {
             of::<sandglass::check::CheckReport>,
         ),
         fixed(
-            "noise",
+            run(RunKind::Noise),
             sandglass::noise::JSON_SCHEMA,
             "noise --json and a noise run's summary.json",
             of::<sandglass::noise::NoiseResult>,
         ),
         fixed(
-            "hourglass",
+            run(RunKind::Hourglass),
             sandglass::hourglass::result::JSON_SCHEMA,
             "hourglass: a run's summary.json",
             of::<sandglass::hourglass::result::HourglassResult>,
         ),
         fixed(
-            "study",
+            run(RunKind::Study),
             sandglass::study::run::JSON_SCHEMA,
             "study --json and quick --json",
             of::<sandglass::study::run::StudyOutcome>,
         ),
         fixed(
-            "load",
+            run(RunKind::Load),
             crate::load::JSON_SCHEMA,
             "load --json",
             of::<crate::load::LoadRun<'static>>,
         ),
         bench(
-            "bench-copy",
+            run(RunKind::BenchCopy),
             "bench copy --json",
             of::<microbench::copy::CopyResult>,
         ),
         bench(
-            "bench-ipc",
+            run(RunKind::BenchIpc),
             "bench ipc --json",
             of::<microbench::ipc::IpcResult>,
         ),
         bench(
-            "bench-ctxsw",
+            run(RunKind::BenchCtxsw),
             "bench ctxsw --json",
             of::<microbench::ctxsw::CtxswResult>,
         ),
         bench(
-            "bench-file",
+            run(RunKind::BenchFile),
             "bench file --json",
             of::<microbench::file::FileResult>,
         ),
         bench(
-            "bench-timer-overhead",
+            run(RunKind::BenchTimerOverhead),
             "bench timer-overhead --json",
             of::<microbench::timer_overhead::TimerOverheadResult>,
         ),
         bench(
-            "bench-budget",
+            run(RunKind::BenchBudget),
             "bench budget --json",
             of::<microbench::budget::BudgetResult>,
         ),

@@ -3,7 +3,7 @@
 
 use sandglass::histo::Percentiles;
 use sandglass::merge::Merged;
-use sandglass::Nanos;
+use sandglass::{Nanos, RunKind};
 use std::io::{self, Write};
 
 fn row(
@@ -36,7 +36,7 @@ pub fn write(w: &mut dyn Write, m: &Merged) -> io::Result<()> {
         m.kind,
         m.hosts.len(),
         m.pooling,
-        if m.kind == "noise" {
+        if m.kind == RunKind::Noise {
             "interruption durations"
         } else {
             "lateness of every release"
@@ -47,7 +47,7 @@ pub fn write(w: &mut dyn Write, m: &Merged) -> io::Result<()> {
         "{:<28} {:<16} {:>12} {:>11} {:>11} {:>11} {:>11} {:>11} {:>8}",
         "RUN", "HOST", "SAMPLES", "P50", "P99", "P99.9", "P99.99", "MAX", "MISSED"
     )?;
-    let timer = m.kind == "timer";
+    let timer = m.kind == RunKind::Timer;
     for r in &m.runs {
         row(w, &r.id, &r.host, &r.pooled, timer.then_some(r.missed))?;
     }

@@ -26,6 +26,7 @@
 
 use crate::store::{self, ReadError, RunReader};
 use crate::study::run::{self as study_run, StudyRecord};
+use crate::RunKind;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
@@ -41,9 +42,6 @@ pub const SCHEMA_VERSION: i64 = 1;
 
 /// How long a writer waits for another process's transaction before giving up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// The kind recorded for study directories.
-pub const STUDY_KIND: &str = "study";
 
 /// The `meta` key of a new catalog not yet filled from the directories: written with the
 /// schema, deleted by the first [`Catalog::rebuild`]. A catalog whose creator could not fill it
@@ -340,7 +338,8 @@ pub struct Entry {
     /// Absolute path of the directory.
     pub path: PathBuf,
     /// `timer`, `noise`, `hourglass`, `load`, `bench-…` or `study`.
-    pub kind: String,
+    #[schemars(with = "String")]
+    pub kind: crate::RunKind,
     /// The run's or study's state as its manifest or `study.json` records it.
     pub state: String,
     /// RFC 3339 UTC.
@@ -778,7 +777,7 @@ impl Catalog {
                 },
             })?;
         }
-        if let Some(top) = entries.first().filter(|e| e.kind == STUDY_KIND) {
+        if let Some(top) = entries.first().filter(|e| e.kind == RunKind::Study) {
             tx.execute("DELETE FROM runs WHERE study = ?1", params![top.id])
                 .map_err(&sql)?;
         }
@@ -894,7 +893,7 @@ impl Catalog {
             .query_map(params![pattern], |r| {
                 Ok(Named {
                     id: r.get(0)?,
-                    kind: Some(r.get(1)?),
+                    kind: Some(RunKind::named(&r.get::<_, String>(1)?)),
                     path: PathBuf::from(r.get::<_, String>(2)?),
                 })
             })
@@ -1124,7 +1123,7 @@ const AMBIGUOUS_NAMED: usize = 10;
 #[derive(Clone, Debug)]
 struct Named {
     id: String,
-    kind: Option<String>,
+    kind: Option<RunKind>,
     path: PathBuf,
 }
 
@@ -1140,9 +1139,9 @@ impl Named {
 }
 
 /// `study` for a study directory, the manifest's kind for a run directory.
-fn dir_kind(dir: &Path) -> Option<String> {
+fn dir_kind(dir: &Path) -> Option<RunKind> {
     if dir.join(study_run::STATE_FILE).is_file() {
-        return Some(STUDY_KIND.into());
+        return Some(RunKind::Study);
     }
     RunReader::open_any_state(dir)
         .ok()
@@ -1261,7 +1260,7 @@ fn resolve_cell(
         return Err(CatalogError::NotAStudy {
             text: text.to_string(),
             study: name,
-            kind,
+            kind: kind.to_string(),
             cell: cell.to_string(),
         });
     }
@@ -1392,7 +1391,7 @@ fn row_entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<Entry> {
     Ok(Entry {
         id: r.get(0)?,
         path: PathBuf::from(path),
-        kind: r.get(2)?,
+        kind: RunKind::named(&r.get::<_, String>(2)?),
         state: r.get(3)?,
         started_at: r.get(4)?,
         ended_at: r.get(5)?,
@@ -1420,7 +1419,7 @@ fn upsert(tx: &rusqlite::Transaction<'_>, e: &Entry) -> rusqlite::Result<()> {
         params![
             e.id,
             path,
-            e.kind,
+            e.kind.as_str(),
             e.state,
             e.started_at,
             e.ended_at,
@@ -1456,7 +1455,7 @@ fn check_duplicate(tx: &rusqlite::Transaction<'_>, e: &Entry) -> Result<(), Dup>
     if existing == e.path || !existing.is_dir() {
         return Ok(());
     }
-    let still_there = if e.kind == STUDY_KIND {
+    let still_there = if e.kind == RunKind::Study {
         study_run::read_state(&existing)
             .map(|r| r.id == e.id)
             .unwrap_or(false)
@@ -1584,7 +1583,7 @@ fn study_entry(dir: &Path, r: &StudyRecord) -> Entry {
     Entry {
         id: r.id.clone(),
         path: dir.to_path_buf(),
-        kind: STUDY_KIND.into(),
+        kind: RunKind::Study,
         state: r.state.name().into(),
         started_at: r.created_at.clone(),
         ended_at: (r.state != StudyState::Running).then(|| r.updated_at.clone()),
@@ -1699,11 +1698,11 @@ fn profile(loads: &Value) -> Option<String> {
 /// for a load run, its `loads.json`. Times are integer nanoseconds in keys ending in `_ns`;
 /// timer and noise figures are the worst CPU's (counts are summed over CPUs). A figure the
 /// summary does not have is left out.
-pub fn figures(kind: &str, summary: &Value, loads: &Value) -> Map<String, Value> {
+pub fn figures(kind: &RunKind, summary: &Value, loads: &Value) -> Map<String, Value> {
     let mut out = Map::new();
     let s = summary;
     match kind {
-        "timer" => {
+        RunKind::Timer => {
             let cpus = array(&s["cpus"]);
             put(&mut out, "cpus", Some(cpus.len() as f64));
             put(&mut out, "count", sum_of(cpus.iter(), |c| num(&c["count"])));
@@ -1737,7 +1736,7 @@ pub fn figures(kind: &str, summary: &Value, loads: &Value) -> Map<String, Value>
                 put(&mut out, key, max_of(latency.iter(), |l| num(&l[what][p])));
             }
         }
-        "noise" => {
+        RunKind::Noise => {
             let cpus = array(&s["cpus"]);
             put(&mut out, "cpus", Some(cpus.len() as f64));
             put(
@@ -1763,7 +1762,7 @@ pub fn figures(kind: &str, summary: &Value, loads: &Value) -> Map<String, Value>
                 max_of(cpus.iter(), |c| num(&c["max_ns"])),
             );
         }
-        "hourglass" => {
+        RunKind::Hourglass => {
             let threads = array(&s["threads"]);
             put(&mut out, "threads", Some(threads.len() as f64));
             put(&mut out, "records", num(&s["trace"]["records"]));
@@ -1773,7 +1772,7 @@ pub fn figures(kind: &str, summary: &Value, loads: &Value) -> Map<String, Value>
                 sum_of(threads.iter(), |t| num(&t["misses"])),
             );
         }
-        "bench-copy" => {
+        RunKind::BenchCopy => {
             let cells = array(&s["cells"]);
             put(&mut out, "cells", Some(cells.len() as f64));
             put(
@@ -1786,7 +1785,7 @@ pub fn figures(kind: &str, summary: &Value, loads: &Value) -> Map<String, Value>
                 }),
             );
         }
-        "bench-ipc" => {
+        RunKind::BenchIpc => {
             let mechs = array(&s["mechanisms"]);
             put(&mut out, "mechanisms", Some(mechs.len() as f64));
             put(
@@ -1797,7 +1796,7 @@ pub fn figures(kind: &str, summary: &Value, loads: &Value) -> Map<String, Value>
                 }),
             );
         }
-        "bench-ctxsw" => {
+        RunKind::BenchCtxsw => {
             let cells = array(&s["cells"]);
             let direct = cells
                 .iter()
@@ -1809,7 +1808,7 @@ pub fn figures(kind: &str, summary: &Value, loads: &Value) -> Map<String, Value>
                 direct.filter_map(|c| num(&c["switch_ns"]["p50_ns"])).next(),
             );
         }
-        "bench-file" => {
+        RunKind::BenchFile => {
             let passes = array(&s["passes"]);
             put(&mut out, "passes", Some(passes.len() as f64));
             put(
@@ -1820,7 +1819,7 @@ pub fn figures(kind: &str, summary: &Value, loads: &Value) -> Map<String, Value>
                 }),
             );
         }
-        "bench-timer-overhead" => {
+        RunKind::BenchTimerOverhead => {
             for k in array(&s["kinds"]) {
                 if let (Some(t), Some(o)) = (
                     k["timer"].as_str(),
@@ -1834,7 +1833,7 @@ pub fn figures(kind: &str, summary: &Value, loads: &Value) -> Map<String, Value>
                 }
             }
         }
-        "bench-budget" => {
+        RunKind::BenchBudget => {
             put(&mut out, "frames", num(&s["measured"]["frames"]));
             put(&mut out, "missed", num(&s["measured"]["missed"]));
             put(
@@ -1845,7 +1844,7 @@ pub fn figures(kind: &str, summary: &Value, loads: &Value) -> Map<String, Value>
         }
         _ => {}
     }
-    let load = if kind == "load" {
+    let load = if *kind == RunKind::Load {
         profile(loads)
     } else {
         profile(&s["loads"])
@@ -1908,7 +1907,7 @@ mod tests {
         Manifest {
             schema_version: store::SCHEMA_VERSION,
             id: dir.id().to_string(),
-            kind: kind.into(),
+            kind: RunKind::named(kind),
             tool: Tool {
                 name: "sandglass".into(),
                 version: "0.1.0".into(),
@@ -2004,7 +2003,7 @@ mod tests {
         let record = StudyRecord {
             schema: study_run::RECORD_SCHEMA.to_string(),
             schema_version: study_run::STATE_VERSION,
-            kind: "study".into(),
+            kind: RunKind::Study,
             id: sdir
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
@@ -2195,7 +2194,7 @@ mod tests {
         let ids = c.index(run.path()).unwrap();
         assert_eq!(ids, ["20261122-101500-timer-aaaa"]);
         let e = c.get(&ids[0]).unwrap().expect("indexed");
-        assert_eq!(e.kind, "timer");
+        assert_eq!(e.kind, RunKind::Timer);
         assert_eq!(e.state, "completed");
         assert!(e.path.is_absolute());
         assert_eq!(e.host, crate::system::snapshot().hostname);
@@ -2294,7 +2293,7 @@ mod tests {
         let ids = c.index(&sdir).unwrap();
         assert_eq!(ids.len(), 3, "{ids:?}");
         let s = c.get(&record.id).unwrap().unwrap();
-        assert_eq!(s.kind, "study");
+        assert_eq!(s.kind, RunKind::Study);
         assert_eq!(s.state, "interrupted");
         assert_eq!(s.figures["cells_done"], 2);
         assert_eq!(s.figures["cells_total"], total);
@@ -2726,7 +2725,7 @@ mod tests {
     #[test]
     fn figures_of_every_kind() {
         let f = figures(
-            "noise",
+            &RunKind::Noise,
             &json!({"cpus": [
                 {"noise_share": 0.02, "interruptions_per_s": 100.0, "max_ns": 5000},
                 {"noise_share": 0.03, "interruptions_per_s": 90.0, "max_ns": 7000}]}),
@@ -2736,7 +2735,7 @@ mod tests {
         assert_eq!(f["interruptions_per_s"], 100);
         assert_eq!(f["max_ns"], 7000);
         let f = figures(
-            "hourglass",
+            &RunKind::Hourglass,
             &json!({"threads": [{"misses": 2}, {"misses": null}, {"misses": 1}],
                     "trace": {"records": 544}}),
             &Value::Null,
@@ -2750,23 +2749,23 @@ mod tests {
             (json!(3), json!(544), json!(3))
         );
         let f = figures(
-            "load",
+            &RunKind::Load,
             &Value::Null,
             &json!([{"spec": "cpu"}, {"spec": "net:2"}]),
         );
         assert_eq!(f["load"], "cpu+net:2");
         let f = figures(
-            "bench-budget",
+            &RunKind::BenchBudget,
             &json!({"measured": {"frames": 6, "missed": 1, "response_ns": {"p99_ns": 900}}}),
             &Value::Null,
         );
         assert_eq!(f["missed"], 1);
         assert_eq!(f["response_p99_ns"], 900);
-        assert!(figures("timer", &Value::Null, &Value::Null)
+        assert!(figures(&RunKind::Timer, &Value::Null, &Value::Null)
             .get("p99_ns")
             .is_none());
         let f = figures(
-            "timer",
+            &RunKind::Timer,
             &json!({"cpus": [], "causes": {"kernel": {"latency": [
                 {"irq_ns": {"p99": 12000, "max": 90000}, "thread_ns": {"p99": 30000, "max": 95000}},
                 {"irq_ns": {"p99": 15000, "max": 40000}, "thread_ns": null}]}}}),

@@ -28,6 +28,7 @@ use crate::analysis::significance::{bootstrap_percentile_ci, mann_whitney};
 use crate::histo::{self, Percentiles};
 use crate::store::table::{tables, TableReader};
 use crate::store::{ReadError, RunReader};
+use crate::RunKind;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
@@ -64,7 +65,7 @@ pub enum CompareError {
 pub struct RunData {
     pub path: PathBuf,
     pub id: String,
-    pub kind: String,
+    pub kind: RunKind,
     /// Samples of the figures: releases (timer) or interruptions (noise) of the worst CPU for
     /// one run, of every CPU of every run for a group.
     pub count: u64,
@@ -91,7 +92,7 @@ pub struct RunData {
 
 impl RunData {
     /// The data of `samples` (in time order), for tests and callers with samples in memory.
-    pub fn from_samples(path: &Path, kind: &str, samples: &[i64], missed: u64) -> RunData {
+    pub fn from_samples(path: &Path, kind: RunKind, samples: &[i64], missed: u64) -> RunData {
         let mut s = samples.to_vec();
         s.sort_unstable();
         let k = samples.len().div_ceil(TEST_SAMPLES).max(1);
@@ -104,7 +105,7 @@ impl RunData {
         RunData {
             path: path.to_path_buf(),
             id: path.display().to_string(),
-            kind: kind.to_string(),
+            kind,
             count: samples.len() as u64,
             scanned: samples.len() as u64,
             cpus: 1,
@@ -127,9 +128,9 @@ impl RunData {
 pub fn load(path: &Path) -> Result<RunData, CompareError> {
     let r = RunReader::open(path)?;
     let kind = r.manifest.kind.clone();
-    let (table, column, field) = match kind.as_str() {
-        "timer" => (&tables::TIMER_SAMPLES, "lateness_ns", "lateness_ns"),
-        "noise" => (
+    let (table, column, field) = match kind {
+        RunKind::Timer => (&tables::TIMER_SAMPLES, "lateness_ns", "lateness_ns"),
+        RunKind::Noise => (
             &tables::NOISE_INTERRUPTIONS,
             "duration_ns",
             "percentiles_ns",
@@ -137,7 +138,7 @@ pub fn load(path: &Path) -> Result<RunData, CompareError> {
         _ => {
             return Err(CompareError::Kind {
                 run: path.to_path_buf(),
-                kind,
+                kind: kind.to_string(),
             })
         }
     };
@@ -198,7 +199,7 @@ pub fn load(path: &Path) -> Result<RunData, CompareError> {
         .collect();
     // Missed releases are counted over every CPU's releases; interruptions are the worst
     // CPU's, over the run's measured time.
-    let exposure = if kind == "timer" {
+    let exposure = if kind == RunKind::Timer {
         seen as f64
     } else {
         summary["elapsed_ns"].as_f64().unwrap_or(0.0)
@@ -297,7 +298,7 @@ fn pool(parts: &[RunData], merged: &crate::merge::Merged) -> RunData {
     let exposure = parts
         .iter()
         .map(|p| {
-            if p.kind == "timer" {
+            if p.kind == RunKind::Timer {
                 p.exposure
             } else {
                 p.exposure * p.cpus as f64
@@ -397,7 +398,7 @@ fn figures(d: &RunData) -> Figures {
         .zip(&d.quantiles)
         .map(|(&(name, _), &v)| figure(name, v))
         .collect();
-    if d.kind == "timer" {
+    if d.kind == RunKind::Timer {
         values.push(figure("missed", d.missed as f64));
     } else {
         values.push(figure("count", d.count as f64));
@@ -500,7 +501,8 @@ pub const JSON_SCHEMA: &str = "sandglass-compare/1";
 pub struct Report {
     /// [`JSON_SCHEMA`].
     pub schema: &'static str,
-    pub kind: String,
+    #[schemars(with = "String")]
+    pub kind: RunKind,
     pub figures: Vec<Figures>,
     pub comparisons: Vec<Comparison>,
     pub crossed: Vec<Crossed>,
@@ -639,9 +641,9 @@ pub fn compare(runs: &[RunData], o: &Options) -> Result<Report, CompareError> {
     if let Some(other) = runs.iter().find(|r| r.kind != kind) {
         return Err(CompareError::Mixed {
             a: runs[0].path.clone(),
-            ka: kind,
+            ka: kind.to_string(),
             b: other.path.clone(),
-            kb: other.kind.clone(),
+            kb: other.kind.to_string(),
         });
     }
     let figures: Vec<Figures> = runs.iter().map(figures).collect();
@@ -851,7 +853,12 @@ mod tests {
                 (20_000.0 * (1.0 / (1.0 - u)).powf(0.5) * scale) as i64
             })
             .collect();
-        RunData::from_samples(Path::new(&format!("run{seed}")), "timer", &samples, 0)
+        RunData::from_samples(
+            Path::new(&format!("run{seed}")),
+            RunKind::Timer,
+            &samples,
+            0,
+        )
     }
 
     fn change<'a>(c: &'a Comparison, f: &str) -> &'a Change {
@@ -932,7 +939,7 @@ mod tests {
         assert_eq!(quantile_ci_ranks(0, 0.5), None);
         // 1,000 samples of the values 1..=1000: p99 is 990 ± 1.96·√9.9 = 983.8..996.2.
         let samples: Vec<i64> = (1..=1000).collect();
-        let d = RunData::from_samples(Path::new("r"), "timer", &samples, 0);
+        let d = RunData::from_samples(Path::new("r"), RunKind::Timer, &samples, 0);
         assert_eq!(
             quantile_ci(&d, 0.99),
             Some(Interval {
@@ -981,8 +988,8 @@ mod tests {
         cand[999] = 10_000;
         let r = compare(
             &[
-                RunData::from_samples(Path::new("a"), "timer", &base, 0),
-                RunData::from_samples(Path::new("b"), "timer", &cand, 0),
+                RunData::from_samples(Path::new("a"), RunKind::Timer, &base, 0),
+                RunData::from_samples(Path::new("b"), RunKind::Timer, &cand, 0),
             ],
             &Options {
                 fail_regression: Some(0.0),
@@ -1004,7 +1011,7 @@ mod tests {
     #[test]
     fn missed_releases_are_judged_by_their_own_test() {
         let s: Vec<i64> = (1..=1000).collect();
-        let run = |missed| RunData::from_samples(Path::new("r"), "timer", &s, missed);
+        let run = |missed| RunData::from_samples(Path::new("r"), RunKind::Timer, &s, missed);
         let r = compare(&[run(0), run(5)], &Options::default()).expect("compares");
         let m = change(&r.comparisons[0], "missed");
         assert_eq!((m.significant, m.regression), (false, false));
@@ -1041,7 +1048,7 @@ mod tests {
     fn kinds_must_match() {
         let a = run(1, 100, 1.0);
         let mut b = run(2, 100, 1.0);
-        b.kind = "noise".into();
+        b.kind = RunKind::Noise;
         assert!(matches!(
             compare(&[a, b], &Options::default()),
             Err(CompareError::Mixed { .. })

@@ -352,7 +352,7 @@ pub fn export(entries: &[Entry], dir: &Path) -> Result<Exported, ExportError> {
         let int = |k: &str| f.get(k).and_then(|v| v.as_f64()).map(|x| x.round() as i64);
         let float = |k: &str| f.get(k).and_then(|v| v.as_f64());
         runs.text(0, Some(&e.id));
-        runs.text(1, Some(&e.kind));
+        runs.text(1, Some(e.kind.as_str()));
         runs.text(2, Some(&e.state));
         runs.i64(3, Some(started));
         runs.i64(4, e.ended_at.as_deref().and_then(micros));
@@ -392,7 +392,7 @@ pub fn export(entries: &[Entry], dir: &Path) -> Result<Exported, ExportError> {
         runs.text(23, Some(&figures));
         runs.end_row()?;
         out.runs += 1;
-        if e.kind != "timer" && e.kind != "noise" {
+        if !matches!(e.kind, crate::RunKind::Timer | crate::RunKind::Noise) {
             continue;
         }
         let totals = RunReader::open_kept(&e.path)
@@ -408,7 +408,7 @@ pub fn export(entries: &[Entry], dir: &Path) -> Result<Exported, ExportError> {
         for (cpu, t) in &totals.cpus {
             for v in t.main.iter_recorded() {
                 hist.text(0, Some(&e.id));
-                hist.text(1, Some(&e.kind));
+                hist.text(1, Some(e.kind.as_str()));
                 hist.text(2, Some(&e.host));
                 hist.text(3, Some(&e.kernel));
                 hist.i64(4, Some(started));

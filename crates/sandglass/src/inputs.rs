@@ -190,7 +190,7 @@ fn unusable(s: String) -> InputError {
 /// `what` come from such a run.
 fn table_of<'r>(
     r: &'r RunReader,
-    kind: &str,
+    kind: crate::RunKind,
     table: &'static crate::store::table::Table,
     path: &Path,
     what: &str,
@@ -218,8 +218,8 @@ pub fn latency_from_run(
             ))
         })?;
     let by_name = percentile_name(by).map_or_else(|| format!("q = {by}"), str::to_string);
-    match r.manifest.kind.as_str() {
-        "timer" => {
+    match r.manifest.kind {
+        crate::RunKind::Timer => {
             let totals = crate::store::data::totals(&r)?;
             let figures: std::collections::BTreeMap<usize, Percentiles> = summary["cpus"]
                 .as_array()
@@ -272,7 +272,7 @@ pub fn latency_from_run(
             );
             Ok(l)
         }
-        "hourglass" => {
+        crate::RunKind::Hourglass => {
             let Some(t) = TableReader::open(&r, &tables::LATENCY) else {
                 return Err(unusable(format!(
                     "{}: this hourglass run has no LAT thread, so no latency samples",
@@ -342,7 +342,7 @@ pub fn execution_time_from_run(
     let r = RunReader::open(path)?;
     let t = table_of(
         &r,
-        "hourglass",
+        crate::RunKind::Hourglass,
         &tables::JOBS,
         path,
         "execution times come from an hourglass run with a PERIODIC thread (its jobs)",
@@ -429,7 +429,7 @@ pub fn jobs_of_run(path: &Path, deadlines: &[Nanos]) -> Result<Vec<JobsObserved>
     let r = RunReader::open_any_state(path)?;
     let t = table_of(
         &r,
-        "hourglass",
+        crate::RunKind::Hourglass,
         &tables::JOBS,
         path,
         "jobs come from an hourglass run with a PERIODIC thread",
@@ -491,7 +491,7 @@ pub fn stalls_of_run(
     let r = RunReader::open_any_state(path)?;
     let t = table_of(
         &r,
-        "timer",
+        crate::RunKind::Timer,
         &tables::TIMER_SAMPLES,
         path,
         "stalls come from a timer run's samples",

@@ -25,6 +25,7 @@ pub mod fleet;
 pub mod histo;
 pub mod hourglass;
 pub mod inputs;
+pub mod kind;
 pub mod live;
 pub mod load;
 pub mod merge;
@@ -50,4 +51,5 @@ pub mod timer;
 pub mod units;
 pub mod warning;
 
+pub use kind::RunKind;
 pub use units::Nanos;

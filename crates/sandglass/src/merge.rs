@@ -11,6 +11,7 @@ use crate::compare::CompareError;
 use crate::engine::record::new_histogram;
 use crate::histo::{self, Histogram, Percentiles};
 use crate::store::RunReader;
+use crate::RunKind;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -39,7 +40,8 @@ pub struct Merged {
     /// `sandglass-merge/1`.
     pub schema: &'static str,
     /// `timer` (lateness) or `noise` (interruption durations).
-    pub kind: String,
+    #[schemars(with = "String")]
+    pub kind: RunKind,
     /// What every figure is: all CPUs of all runs pooled.
     pub pooling: &'static str,
     pub runs: Vec<MergedRun>,
@@ -59,18 +61,18 @@ pub fn add(into: &mut Histogram<u64>, from: &Histogram<u64>) -> Result<(), Strin
         .map_err(|e| format!("the histograms cannot be added ({e:?})"))
 }
 
-fn one(path: &Path) -> Result<(MergedRun, Histogram<u64>, String), CompareError> {
+fn one(path: &Path) -> Result<(MergedRun, Histogram<u64>, RunKind), CompareError> {
     let r = RunReader::open(path)?;
     let kind = r.manifest.kind.clone();
-    if kind != "timer" && kind != "noise" {
+    if !matches!(kind, RunKind::Timer | RunKind::Noise) {
         return Err(CompareError::Kind {
             run: path.to_path_buf(),
-            kind,
+            kind: kind.to_string(),
         });
     }
     let totals = crate::store::data::totals(&r)?;
     let pooled = totals.pooled();
-    let missed = if kind == "timer" {
+    let missed = if kind == RunKind::Timer {
         r.read("summary.json")
             .ok()
             .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
@@ -111,16 +113,16 @@ fn one(path: &Path) -> Result<(MergedRun, Histogram<u64>, String), CompareError>
 pub fn merge(paths: &[PathBuf]) -> Result<Merged, CompareError> {
     let mut total = new_histogram();
     let mut runs = Vec::with_capacity(paths.len());
-    let mut kind: Option<(String, PathBuf)> = None;
+    let mut kind: Option<(RunKind, PathBuf)> = None;
     for p in paths {
         let (run, h, k) = one(p)?;
         match &kind {
             Some((first, at)) if *first != k => {
                 return Err(CompareError::Mixed {
                     a: at.clone(),
-                    ka: first.clone(),
+                    ka: first.to_string(),
                     b: p.clone(),
-                    kb: k,
+                    kb: k.to_string(),
                 })
             }
             Some(_) => {}

@@ -53,7 +53,7 @@ pub trait MonitorObserver: Observer {
 
 /// The command line's marker of a monitor's segment (`sandglass monitor` or `sandglass top`).
 pub fn is_segment(e: &Entry) -> bool {
-    e.kind == "timer"
+    e.kind == crate::RunKind::Timer
         && matches!(
             e.command_line.get(1).map(String::as_str),
             Some("monitor" | "top")
@@ -167,7 +167,7 @@ pub fn enforce(
         .unwrap_or_default();
     let segments: Vec<(Entry, u64)> = cat
         .list(&Filter {
-            kind: Some("timer".into()),
+            kind: Some(crate::RunKind::Timer.to_string()),
             host: Some(host),
             ..Filter::default()
         })?
@@ -291,7 +291,7 @@ mod tests {
         Entry {
             id: id.into(),
             path: PathBuf::from(format!("/runs/{id}")),
-            kind: "timer".into(),
+            kind: crate::RunKind::Timer,
             state: state.into(),
             started_at: ended.into(),
             ended_at: Some(ended.into()),

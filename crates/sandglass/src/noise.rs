@@ -126,7 +126,7 @@ fn default_records(cpus: usize) -> usize {
 /// The run plan of `c`: one CPU-bound polling thread pinned to each CPU of `cpus`.
 pub fn plan(c: &NoiseConfig, cpus: &[usize]) -> RunPlan {
     RunPlan {
-        kind: "noise".into(),
+        kind: crate::RunKind::Noise,
         threads: crate::timer::pinned_threads(
             cpus,
             c.policy,
@@ -694,7 +694,7 @@ mod tests {
         let manifest = crate::store::Manifest {
             schema_version: crate::store::SCHEMA_VERSION,
             id: "run".into(),
-            kind: "noise".into(),
+            kind: crate::RunKind::Noise,
             tool: crate::store::Tool {
                 name: "sandglass".into(),
                 version: "0".into(),

@@ -145,7 +145,8 @@ pub const MAX_RING_RECORDS: usize = 1 << 27;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunPlan {
     /// The run's kind: `timer`, `noise` or `hourglass`.
-    pub kind: String,
+    #[schemars(with = "String")]
+    pub kind: crate::RunKind,
     pub threads: Vec<ThreadSpec>,
     pub duration_ns: Nanos,
     /// The gap threshold; `None` calibrates it when some thread polls the counter.
@@ -399,7 +400,7 @@ pub(crate) mod tests {
     /// A plan of threads described as `(policy, workload, timer, affinity)`.
     pub(crate) fn plan_of(threads: &[(&str, Workload, TimerKind, Option<&str>)]) -> RunPlan {
         RunPlan {
-            kind: "test".into(),
+            kind: crate::RunKind::Unknown("test".into()),
             threads: threads
                 .iter()
                 .enumerate()

@@ -231,7 +231,7 @@ pub fn timer(dir: &Path, spec: &TimerReplay, tool: Tool) -> Result<TimerResult, 
     let cal = calibration(spec.duration);
     let tb = Timebase::new(ZERO_TICK, 1e9 / FREQUENCY_HZ);
     let started = SystemTime::UNIX_EPOCH + Duration::from_secs(STARTED_UNIX_S);
-    let run = RunDir::create(Some(dir), Path::new("."), "timer")?;
+    let run = RunDir::create(Some(dir), Path::new("."), crate::RunKind::Timer.as_str())?;
     let system = crate::system::snapshot();
     let counter = CounterInfo {
         kind: CounterKind::Tsc,
@@ -241,7 +241,7 @@ pub fn timer(dir: &Path, spec: &TimerReplay, tool: Tool) -> Result<TimerResult, 
     let manifest = Manifest {
         schema_version: crate::store::SCHEMA_VERSION,
         id: run.id().to_string(),
-        kind: "timer".to_string(),
+        kind: crate::RunKind::Timer,
         tool,
         command_line: vec![
             "sandglass".into(),

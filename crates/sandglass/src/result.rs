@@ -23,7 +23,8 @@ pub struct RunHeader {
     /// The probe (`timer`, `noise`, `hourglass`); empty in Hourglass summaries of run format 1,
     /// which had no such field (the manifest names the kind).
     #[serde(default)]
-    pub kind: String,
+    #[schemars(with = "String")]
+    pub kind: crate::RunKind,
     pub run_id: String,
     pub run_dir: String,
     pub state: RunState,

@@ -256,7 +256,7 @@ pub fn plan(c: &TimerConfig, cpus: &[usize]) -> RunPlan {
         duty: c.duty,
     };
     RunPlan {
-        kind: "timer".into(),
+        kind: crate::RunKind::Timer,
         threads: pinned_threads(cpus, c.policy, workload, c.timer, c.duration_ns),
         duration_ns: c.duration_ns,
         gap_ns: None,

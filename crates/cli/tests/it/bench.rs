@@ -229,7 +229,7 @@ fn json_run(args: &[&str], kind: &str) -> (Value, tempfile::TempDir) {
     assert!(dir.starts_with(&runs), "{}", dir.display());
     let reader = sandglass::store::RunReader::open(&dir).expect("a finished run directory");
     let m = &reader.manifest;
-    assert_eq!(m.kind, kind);
+    assert_eq!(m.kind.as_str(), kind);
     assert_eq!(m.schema_version, sandglass::store::SCHEMA_VERSION);
     assert!(!m.system.kernel_release.is_empty());
     assert!(m.config.is_object());

@@ -35,6 +35,7 @@ mod old_format;
 mod resolve;
 mod runs;
 mod schema;
+mod sources;
 mod state;
 mod study;
 mod trace;

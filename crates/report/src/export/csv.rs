@@ -9,6 +9,7 @@
 use super::{must_not_exist, summary, write_atomic, wrong_kind, ExportError};
 use sandglass::store::table::{tables, Batch, TableReader};
 use sandglass::store::RunReader;
+use sandglass::RunKind;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -81,10 +82,10 @@ fn io(path: &Path) -> impl Fn(std::io::Error) -> ExportError + '_ {
 /// `interruptions.csv`; hourglass `trace.csv`, and `latency.csv` and `jobs.csv` when the run
 /// has them; every kind `kernel_events.csv` when the run has one.
 pub fn names(run: &RunReader) -> Result<Vec<&'static str>, ExportError> {
-    let mut out = match run.manifest.kind.as_str() {
-        "timer" => vec!["samples.csv", "intervals.csv"],
-        "noise" => vec!["interruptions.csv"],
-        "hourglass" => {
+    let mut out = match &run.manifest.kind {
+        RunKind::Timer => vec!["samples.csv", "intervals.csv"],
+        RunKind::Noise => vec!["interruptions.csv"],
+        RunKind::Hourglass => {
             let mut v = vec!["trace.csv"];
             if TableReader::open(run, &tables::LATENCY).is_some() {
                 v.push("latency.csv");
@@ -124,9 +125,9 @@ pub fn write(run: &RunReader, dir: &Path) -> Result<Vec<PathBuf>, ExportError> {
     for n in &names {
         must_not_exist(&dir.join(n))?;
     }
-    match run.manifest.kind.as_str() {
-        "timer" => timer(run, dir)?,
-        "noise" => noise(run, dir)?,
+    match &run.manifest.kind {
+        RunKind::Timer => timer(run, dir)?,
+        RunKind::Noise => noise(run, dir)?,
         _ => hourglass(run, dir, &names)?,
     }
     if names.contains(&"kernel_events.csv") {

@@ -17,6 +17,7 @@
 use super::{cpu_threads, write_atomic, wrong_kind, ExportError};
 use sandglass::store::table::{tables, TableReader};
 use sandglass::store::RunReader;
+use sandglass::RunKind;
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -148,10 +149,10 @@ pub fn histogram(run: &RunReader, buckets: usize, view: View) -> Result<Histogra
             "the cyclictest histogram needs at least one bucket (--cyclictest-max 1 or more)",
         ));
     }
-    match run.manifest.kind.as_str() {
-        "timer" => timer(run, buckets, view),
-        "hourglass" if TableReader::open(run, &tables::LATENCY).is_some() => lat(run, buckets),
-        "hourglass" => Err(wrong_kind(
+    match &run.manifest.kind {
+        RunKind::Timer => timer(run, buckets, view),
+        RunKind::Hourglass if TableReader::open(run, &tables::LATENCY).is_some() => lat(run, buckets),
+        RunKind::Hourglass => Err(wrong_kind(
             run,
             "the cyclictest histogram needs wakeup latencies: this Hourglass run has no LAT thread (use a timer run, or -w LAT)",
         )),

@@ -5,6 +5,7 @@
 use sandglass::clock::{Anchor, Calibration, ClockPair, CounterInfo, CounterKind};
 use sandglass::store::table::{tables, Kind, Limits, Table, TableWriter};
 use sandglass::store::{FileEntry, Manifest, RunDir, RunState, StoreError, Tool};
+use sandglass::RunKind;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -29,18 +30,24 @@ pub enum Format {
 }
 
 /// The table a file of a run of `kind` holds, with its format-1 format name.
-fn table_of(kind: &str, name: &str) -> Option<(&'static Table, &'static str)> {
+fn table_of(kind: &RunKind, name: &str) -> Option<(&'static Table, &'static str)> {
     Some(match (kind, name) {
-        ("timer", "samples.csv") => (&tables::TIMER_SAMPLES, "sandglass-timer-samples-csv/1"),
-        ("timer", "timeline.csv") => (&tables::TIMER_TIMELINE, "sandglass-timer-timeline-csv/1"),
-        ("noise", "interruptions.csv") => (
+        (RunKind::Timer, "samples.csv") => {
+            (&tables::TIMER_SAMPLES, "sandglass-timer-samples-csv/1")
+        }
+        (RunKind::Timer, "timeline.csv") => {
+            (&tables::TIMER_TIMELINE, "sandglass-timer-timeline-csv/1")
+        }
+        (RunKind::Noise, "interruptions.csv") => (
             &tables::NOISE_INTERRUPTIONS,
             "sandglass-interruptions-csv/1",
         ),
-        ("noise", "timeline.csv") => (&tables::NOISE_TIMELINE, "sandglass-noise-timeline-csv/1"),
-        ("hourglass", "trace.csv") => (&tables::TRACE, "sandglass-trace-csv/1"),
-        ("hourglass", "latency.csv") => (&tables::LATENCY, "sandglass-latency-csv/1"),
-        ("hourglass", "jobs.csv") => (&tables::JOBS, "sandglass-jobs-csv/1"),
+        (RunKind::Noise, "timeline.csv") => {
+            (&tables::NOISE_TIMELINE, "sandglass-noise-timeline-csv/1")
+        }
+        (RunKind::Hourglass, "trace.csv") => (&tables::TRACE, "sandglass-trace-csv/1"),
+        (RunKind::Hourglass, "latency.csv") => (&tables::LATENCY, "sandglass-latency-csv/1"),
+        (RunKind::Hourglass, "jobs.csv") => (&tables::JOBS, "sandglass-jobs-csv/1"),
         _ => return None,
     })
 }
@@ -140,7 +147,7 @@ pub fn clock() -> serde_json::Value {
 /// that holds one of the kind's tables is given as its format-1 CSV text.
 pub fn write_run(
     dir: &Path,
-    kind: &str,
+    kind: RunKind,
     files: &[(&str, String)],
     summary: &serde_json::Value,
 ) -> Result<PathBuf, FixtureError> {
@@ -150,17 +157,17 @@ pub fn write_run(
 /// [`write_run`] in run format `format`.
 pub fn write_run_as(
     dir: &Path,
-    kind: &str,
+    kind: RunKind,
     files: &[(&str, String)],
     summary: &serde_json::Value,
     format: Format,
 ) -> Result<PathBuf, FixtureError> {
-    let run = RunDir::create(Some(dir), Path::new("."), kind)?;
+    let run = RunDir::create(Some(dir), Path::new("."), kind.as_str())?;
     let mut entries: Vec<FileEntry> = Vec::new();
     let text = serde_json::to_vec_pretty(summary).unwrap_or_default();
     entries.push(run.write_file("summary.json", &text, "test/1", "synthetic")?);
     for (name, data) in files {
-        match (table_of(kind, name), format) {
+        match (table_of(&kind, name), format) {
             (Some((table, _)), Format::V2) => entries.extend(parquet_of(&run, table, data)?),
             (Some((_, csv_format)), Format::V1) => {
                 entries.push(run.write_file(name, data.as_bytes(), csv_format, "synthetic")?)
@@ -176,13 +183,13 @@ pub fn write_run_as(
             Format::V2 => 2,
         },
         id: run.id().to_string(),
-        kind: kind.to_string(),
+        kind: kind.clone(),
         tool: Tool {
             name: "sandglass".into(),
             version: "0".into(),
             commit: "test".into(),
         },
-        command_line: vec!["sandglass".into(), kind.into()],
+        command_line: vec!["sandglass".into(), kind.to_string()],
         state: RunState::Completed,
         started_at: "2026-01-01T00:00:00Z".into(),
         ended_at: Some("2026-01-01T00:00:10Z".into()),
@@ -233,13 +240,19 @@ pub fn timer_run_as(
     let mut cpus: Vec<u64> = samples.iter().map(|s| s.0).collect();
     cpus.dedup();
     let summary = serde_json::json!({
-        "kind": "timer",
+        "kind": RunKind::Timer,
         "cpus": cpus.iter().enumerate().map(|(i, c)| serde_json::json!({
             "cpu": c, "thread": i, "tid": 1000 + i,
             "count": samples.iter().filter(|s| s.0 == *c).count(),
         })).collect::<Vec<_>>(),
     });
-    write_run_as(dir, "timer", &[("samples.csv", csv)], &summary, format)
+    write_run_as(
+        dir,
+        RunKind::Timer,
+        &[("samples.csv", csv)],
+        &summary,
+        format,
+    )
 }
 
 /// A noise run with interruptions `(cpu, start_ns, duration_ns)`.
@@ -260,14 +273,14 @@ pub fn noise_run_as(
     let mut cpus: Vec<u64> = list.iter().map(|s| s.0).collect();
     cpus.dedup();
     let summary = serde_json::json!({
-        "kind": "noise",
+        "kind": RunKind::Noise,
         "cpus": cpus.iter().enumerate().map(|(i, c)| serde_json::json!({
             "cpu": c, "thread": i, "tid": 2000 + i,
         })).collect::<Vec<_>>(),
     });
     write_run_as(
         dir,
-        "noise",
+        RunKind::Noise,
         &[("interruptions.csv", csv)],
         &summary,
         format,
@@ -310,5 +323,5 @@ pub fn hourglass_run_as(
             {"thread": 1, "tid": 3001, "workload": "CPU"},
         ],
     });
-    write_run_as(dir, "hourglass", &files, &summary, format)
+    write_run_as(dir, RunKind::Hourglass, &files, &summary, format)
 }

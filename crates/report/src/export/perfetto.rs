@@ -21,6 +21,7 @@ use super::{cpu_threads, kernel_events, write_atomic, wrong_kind, ExportError};
 use sandglass::causes::attribute::Traced;
 use sandglass::store::table::{tables, TableReader};
 use sandglass::store::RunReader;
+use sandglass::RunKind;
 use std::io::{self, Write};
 use std::path::Path;
 
@@ -181,9 +182,9 @@ enum Head {
 }
 
 fn head(run: &RunReader) -> Result<Head, ExportError> {
-    match run.manifest.kind.as_str() {
-        "timer" | "noise" => Ok(Head::Cpus(cpu_threads(run)?)),
-        "hourglass" => {
+    match &run.manifest.kind {
+        RunKind::Timer | RunKind::Noise => Ok(Head::Cpus(cpu_threads(run)?)),
+        RunKind::Hourglass => {
             let tids = super::csv::hourglass_tids(run)?;
             let s = super::summary(run)?;
             let cpus = s
@@ -298,8 +299,8 @@ fn spans(run: &RunReader, clock: &ClockMap, opts: &Options) -> Result<Spans, Exp
             }
         }
     };
-    match run.manifest.kind.as_str() {
-        "timer" => {
+    match &run.manifest.kind {
+        RunKind::Timer => {
             let cols = ["release_ns", "lateness_ns"];
             table(run, &tables::TIMER_SAMPLES)?.scan::<ExportError>(&cols, |b| {
                 let (rel, late) = (b.i64s("release_ns")?, b.i64s("lateness_ns")?);
@@ -309,7 +310,7 @@ fn spans(run: &RunReader, clock: &ClockMap, opts: &Options) -> Result<Spans, Exp
                 Ok(())
             })?;
         }
-        "noise" => {
+        RunKind::Noise => {
             let cols = ["start_ns", "duration_ns"];
             table(run, &tables::NOISE_INTERRUPTIONS)?.scan::<ExportError>(&cols, |b| {
                 let (start, dur) = (b.i64s("start_ns")?, b.i64s("duration_ns")?);
@@ -423,8 +424,8 @@ fn emit(
             .map_or_else(|| format!("CPU {cpu}"), |n| n.1.clone());
         ev.thread(CPU_PID, *cpu, &name).map_err(output_error)?;
     }
-    match run.manifest.kind.as_str() {
-        "timer" => {
+    match &run.manifest.kind {
+        RunKind::Timer => {
             let cols = ["cpu", "release", "release_ns", "lateness_ns", "missed"];
             table(run, &tables::TIMER_SAMPLES)?.scan::<ExportError>(&cols, |b| {
                 let (cpu, release) = (b.i32s("cpu")?, b.i64s("release")?);
@@ -451,7 +452,7 @@ fn emit(
                 Ok(())
             })?;
         }
-        "noise" => {
+        RunKind::Noise => {
             let cols = ["cpu", "start_ns", "duration_ns"];
             table(run, &tables::NOISE_INTERRUPTIONS)?.scan::<ExportError>(&cols, |b| {
                 let (cpu, start, dur) =

@@ -33,6 +33,7 @@ use sandglass::analysis::worst_case::{self, UsagePattern, WorstCaseConfig};
 use sandglass::store::table::{tables, TableReader};
 use sandglass::store::RunReader;
 use sandglass::Nanos;
+use sandglass::RunKind;
 use std::collections::BTreeMap;
 
 /// Choices of the page.
@@ -62,10 +63,10 @@ fn check_of(r: &RunReader) -> Option<sandglass::check::CheckReport> {
 
 pub fn run(r: &RunReader, o: &Options) -> Result<String, ExportError> {
     r.verify()?;
-    match r.manifest.kind.as_str() {
-        "timer" => timer(r),
-        "noise" => noise(r),
-        "hourglass" => hourglass(r, o),
+    match &r.manifest.kind {
+        RunKind::Timer => timer(r),
+        RunKind::Noise => noise(r),
+        RunKind::Hourglass => hourglass(r, o),
         other => Err(crate::export::wrong_kind(
             r,
             format!("the HTML report covers timer, noise and hourglass runs and studies; this is a {other} run"),
@@ -273,7 +274,7 @@ fn timer(r: &RunReader) -> Result<String, ExportError> {
     let s: sandglass::timer::TimerResult = parse(r)?;
     let m = &r.manifest;
     let mut p = Page::new(
-        "timer",
+        RunKind::Timer,
         &format!("Timer wakeup latency: run {}", m.id),
         &format!(
             "{} timer every {}, {} mode, {} measured on {} CPU(s); {}",
@@ -503,7 +504,7 @@ fn noise(r: &RunReader) -> Result<String, ExportError> {
     let s: sandglass::noise::NoiseResult = parse(r)?;
     let m = &r.manifest;
     let mut p = Page::new(
-        "noise",
+        RunKind::Noise,
         &format!("OS noise: run {}", m.id),
         &format!(
             "a polling thread on each of {} CPU(s) for {}; gaps of {} or more count as interruptions; {}",
@@ -657,7 +658,7 @@ fn hourglass(r: &RunReader, o: &Options) -> Result<String, ExportError> {
     let s: sandglass::hourglass::result::HourglassResult = parse(r)?;
     let m = &r.manifest;
     let mut p = Page::new(
-        "hourglass",
+        RunKind::Hourglass,
         &format!("Hourglass: run {}", m.id),
         &format!(
             "{} thread(s) for {}; gaps of {} or more count as preemptions; {}",

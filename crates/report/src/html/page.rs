@@ -2,6 +2,7 @@
 //! readable from a laptop's width down to a phone's.
 
 use crate::svg::{colour, escape, Chart, Rows};
+use sandglass::RunKind;
 use std::fmt::Write;
 
 const STYLE: &str = r#"
@@ -59,7 +60,7 @@ pub enum Plot {
 
 /// A page being written.
 pub struct Page {
-    kind: &'static str,
+    kind: RunKind,
     title: String,
     body: String,
     /// Element ids given so far: a plot shown once per measure gets `NAME-2`, `NAME-3`, ...
@@ -73,7 +74,7 @@ pub fn h(text: &str) -> String {
 
 impl Page {
     /// `kind` is the `data-sandglass-kind` of the page: timer, noise, hourglass or study.
-    pub fn new(kind: &'static str, title: &str, subtitle: &str) -> Page {
+    pub fn new(kind: RunKind, title: &str, subtitle: &str) -> Page {
         let mut body = String::new();
         let _ = write!(
             body,
@@ -238,7 +239,7 @@ mod tests {
 
     #[test]
     fn a_page_is_self_contained_and_escaped() {
-        let mut p = Page::new("timer", "run <1>", "sub & title");
+        let mut p = Page::new(RunKind::Timer, "run <1>", "sub & title");
         p.table(&["CPU", "p99"], &[vec!["0".into(), "<5 µs".into()]], &[]);
         let mut c = Chart::new(Axis::log("x (µs)"), Axis::log("y (count)"), "d");
         c.series.push(Series {

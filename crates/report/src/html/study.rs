@@ -9,6 +9,7 @@ use sandglass::analysis::distribution::Distribution;
 use sandglass::engine::record::new_histogram;
 use sandglass::store::RunReader;
 use sandglass::study::run::{CellState, StudyOutcome};
+use sandglass::RunKind;
 use std::collections::BTreeMap;
 
 /// One measure's completed cells, grouped by load and setting (CPUs and repetitions pooled:
@@ -25,7 +26,7 @@ struct Group {
 fn groups(
     o: &StudyOutcome,
     measure: usize,
-    kind: &str,
+    kind: RunKind,
     with_setting: bool,
 ) -> Result<Option<Vec<Group>>, ExportError> {
     let mut by: BTreeMap<(String, String), sandglass::histo::Histogram<u64>> = BTreeMap::new();
@@ -92,7 +93,7 @@ pub fn page(o: &StudyOutcome) -> Result<String, ExportError> {
     }
     let done = r.count(CellState::Completed);
     let mut p = Page::new(
-        "study",
+        RunKind::Study,
         &format!("Study {}", r.name),
         &format!(
             "{}; {done} of {} cells completed; {}",
@@ -164,7 +165,7 @@ pub fn page(o: &StudyOutcome) -> Result<String, ExportError> {
     }
     let mut drew = false;
     for (m, label) in &measures {
-        if let Some(gs) = groups(o, *m, "timer", with_setting)? {
+        if let Some(gs) = groups(o, *m, RunKind::Timer, with_setting)? {
             if gs.is_empty() {
                 continue;
             }
@@ -212,7 +213,7 @@ pub fn page(o: &StudyOutcome) -> Result<String, ExportError> {
                 "Mean time to buffer underrun against the buffer size for a double-buffered stream woken like this timer, per load (Cota-Robles & Held, §5). Hollow dots are lower bounds where no release was that late. Times beyond ten times what the cells measured are not drawn (docs/analysis.md, \"Validity of predictions\").",
                 Plot::Chart(figures::mttf_curves(&curves)),
             );
-        } else if let Some(gs) = groups(o, *m, "noise", with_setting)? {
+        } else if let Some(gs) = groups(o, *m, RunKind::Noise, with_setting)? {
             if gs.is_empty() {
                 continue;
             }

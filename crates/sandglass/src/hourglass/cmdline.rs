@@ -71,7 +71,7 @@ impl HourglassSpec {
     /// rings, the `/proc` sampler at its default rate.
     pub fn plan(&self) -> RunPlan {
         RunPlan {
-            kind: "hourglass".into(),
+            kind: crate::RunKind::Hourglass,
             threads: self.threads.clone(),
             duration_ns: self.duration_ns,
             gap_ns: self.gap_ns,

@@ -1168,7 +1168,7 @@ pub fn run(
         None
     };
     let session = Session::open(
-        "bench-budget",
+        crate::RunKind::BenchBudget,
         config.output_dir.as_deref(),
         ctx,
         serde_json::json!({ "budget": config, "frames": frames, "cpu": cpu, "peer_cpu": peer }),
@@ -1537,7 +1537,7 @@ time = "1ms"
             loads: LoadPlan::default(),
         };
         let r = run(&config, &ctx, &mut crate::runner::Silent).expect("run");
-        assert_eq!(r.header.kind, "bench-budget");
+        assert_eq!(r.header.kind, crate::RunKind::BenchBudget);
         assert_eq!(r.measured.frames, 8);
         assert_eq!(r.steps.len(), 4);
         for s in &r.steps {

@@ -392,7 +392,7 @@ pub fn run(
         .clone()
         .unwrap_or_else(|| default_sizes(&caches));
     let session = super::Session::open(
-        "bench-copy",
+        crate::RunKind::BenchCopy,
         config.output_dir.as_deref(),
         ctx,
         serde_json::json!({ "copy": config, "cpu": cpu, "sizes": sizes, "caches": caches }),
@@ -541,7 +541,7 @@ mod tests {
         };
         let ctx = super::super::test_context(base.path());
         let r = run(&config, &ctx, &mut crate::runner::Silent).expect("run");
-        assert_eq!(r.header.kind, "bench-copy");
+        assert_eq!(r.header.kind, crate::RunKind::BenchCopy);
         assert_eq!(r.cells.len(), 9);
         for c in &r.cells {
             let s = c.sample_ns.as_ref().expect("samples");
@@ -554,7 +554,7 @@ mod tests {
         assert_eq!(r.cells[1].copied_bytes, 511);
         let reader = crate::store::RunReader::open(std::path::Path::new(&r.header.run_dir))
             .expect("finished run");
-        assert_eq!(reader.manifest.kind, "bench-copy");
+        assert_eq!(reader.manifest.kind, crate::RunKind::BenchCopy);
         for f in ["result.json", "cells.csv", "samples.csv.gz"] {
             assert!(reader.read(f).is_ok(), "{f}");
         }

@@ -487,7 +487,7 @@ pub fn run(
     let allowed = crate::system::allowed_cpus();
     let cpu = super::choose_cpu(&allowed, config.cpu).map_err(super::usage)?;
     let session = Session::open(
-        "bench-ctxsw",
+        crate::RunKind::BenchCtxsw,
         config.output_dir.as_deref(),
         ctx,
         serde_json::json!({ "ctxsw": config, "cpu": cpu }),
@@ -670,7 +670,7 @@ mod tests {
             ..CtxswConfig::default()
         };
         let r = run(&config, &ctx, &mut crate::runner::Silent).expect("run");
-        assert_eq!(r.header.kind, "bench-ctxsw");
+        assert_eq!(r.header.kind, crate::RunKind::BenchCtxsw);
         assert_eq!(r.cells.len(), 2);
         assert_eq!(r.members.len(), 3);
         assert!(r.members.iter().all(|m| m.cpu == r.cpu));

@@ -785,7 +785,7 @@ pub fn run(
         .ok()
         .and_then(|m| filesystem_of(&m, &canonical));
     let session = Session::open(
-        "bench-file",
+        crate::RunKind::BenchFile,
         config.output_dir.as_deref(),
         ctx,
         serde_json::json!({ "file": config, "cpu": cpu }),
@@ -1034,7 +1034,7 @@ mod tests {
             ..FileConfig::new(dir.path().to_path_buf())
         };
         let r = run(&config, &ctx, &mut crate::runner::Silent).expect("run");
-        assert_eq!(r.header.kind, "bench-file");
+        assert_eq!(r.header.kind, crate::RunKind::BenchFile);
         // buffered ×2, read ×2 blocks ×2, mmap ×2, direct ×1.
         assert_eq!(r.passes.len(), 9);
         for p in &r.passes {

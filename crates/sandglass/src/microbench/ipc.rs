@@ -845,7 +845,7 @@ pub fn run(
         .then(|| crate::system::smt_siblings(cpus.0).map(|l| l.contains(cpus.1)))
         .flatten();
     let session = Session::open(
-        "bench-ipc",
+        crate::RunKind::BenchIpc,
         config.output_dir.as_deref(),
         ctx,
         serde_json::json!({ "ipc": config, "client_cpu": cpus.0, "server_cpu": cpus.1 }),
@@ -1119,7 +1119,7 @@ mod tests {
             &mut crate::runner::Silent,
         )
         .expect("run");
-        assert_eq!(r.header.kind, "bench-ipc");
+        assert_eq!(r.header.kind, crate::RunKind::BenchIpc);
         assert_eq!(r.client_cpu, r.server_cpu);
         assert!(r.errors().is_empty(), "{:?}", r.errors());
         assert_eq!(r.mechanisms.len(), 7);

@@ -304,7 +304,8 @@ pub struct Header {
     pub schema: String,
     /// `bench-copy`, `bench-ipc`, `bench-ctxsw`, `bench-file`, `bench-timer-overhead`,
     /// `bench-budget`.
-    pub kind: String,
+    #[schemars(with = "String")]
+    pub kind: crate::RunKind,
     pub run_id: String,
     pub run_dir: String,
     pub state: RunState,
@@ -389,17 +390,17 @@ impl Session {
     /// the `running` manifest. Everything the user can get wrong must be checked before: a
     /// refused command line leaves no file behind.
     pub(crate) fn open(
-        kind: &str,
+        kind: crate::RunKind,
         output: Option<&Path>,
         ctx: &RunContext,
         config: serde_json::Value,
     ) -> Result<Session, RunError> {
         let signals = crate::runner::SignalHold::block()?;
-        let dir = RunDir::create(output, &ctx.base_dir, kind)
+        let dir = RunDir::create(output, &ctx.base_dir, kind.as_str())
             .map_err(|e| RunError::Usage(e.to_string()))?;
         let manifest = ctx.manifest(
             &dir,
-            kind,
+            &kind,
             crate::system::snapshot(),
             serde_json::json!({ "source": "CLOCK_MONOTONIC" }),
             config,

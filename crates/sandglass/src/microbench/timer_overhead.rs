@@ -520,7 +520,7 @@ pub fn run(
     let allowed = crate::system::allowed_cpus();
     let cpu = super::choose_cpu(&allowed, config.cpu).map_err(super::usage)?;
     let session = Session::open(
-        "bench-timer-overhead",
+        crate::RunKind::BenchTimerOverhead,
         config.output_dir.as_deref(),
         ctx,
         serde_json::json!({ "timer_overhead": config, "cpu": cpu }),
@@ -719,7 +719,7 @@ mod tests {
             ..TimerOverheadConfig::default()
         };
         let r = run(&config, &ctx, &mut crate::runner::Silent).expect("run");
-        assert_eq!(r.header.kind, "bench-timer-overhead");
+        assert_eq!(r.header.kind, crate::RunKind::BenchTimerOverhead);
         assert_eq!(r.kinds.len(), 4);
         for k in &r.kinds {
             assert!(k.error.is_none(), "{:?}: {:?}", k.timer, k.error);

@@ -78,7 +78,7 @@ impl RunContext {
     pub fn manifest(
         &self,
         dir: &RunDir,
-        kind: &str,
+        kind: &crate::RunKind,
         system: SystemSnapshot,
         clock: serde_json::Value,
         config: serde_json::Value,
@@ -86,7 +86,7 @@ impl RunContext {
         Manifest {
             schema_version: store::SCHEMA_VERSION,
             id: dir.id().to_string(),
-            kind: kind.to_string(),
+            kind: kind.clone(),
             tool: self.tool.clone(),
             command_line: self.command_line.clone(),
             state: RunState::Running,
@@ -456,8 +456,12 @@ fn prepare<'a, H: Host>(
     for w in &warnings {
         obs.warning(w);
     }
-    let dir = RunDir::create(plan.output_dir.as_deref(), &ctx.base_dir, &plan.kind)
-        .map_err(|e| RunError::Usage(e.to_string()))?;
+    let dir = RunDir::create(
+        plan.output_dir.as_deref(),
+        &ctx.base_dir,
+        plan.kind.as_str(),
+    )
+    .map_err(|e| RunError::Usage(e.to_string()))?;
     let manifest = Manifest {
         warnings: warnings.clone(),
         ..ctx.manifest(

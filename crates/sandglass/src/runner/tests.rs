@@ -272,7 +272,7 @@ fn timer_plan(threads: usize, ms: u64) -> RunPlan {
         .map(|_| ("o:0", TIMER, TimerKind::Hr, Some("1")))
         .collect();
     let mut p = plan_of(&specs);
-    p.kind = "timer".into();
+    p.kind = crate::RunKind::Timer;
     p.duration_ns = Nanos::from_millis(ms);
     for t in &mut p.threads {
         t.finish_ns = p.duration_ns;

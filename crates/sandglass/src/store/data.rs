@@ -63,12 +63,8 @@ fn log_error(run: &RunReader, name: &str, e: histo::LogError) -> ReadError {
 
 /// The whole-run histograms of `run` (a timer or noise run).
 pub fn totals(run: &RunReader) -> Result<Totals, ReadError> {
-    let kind = run.manifest.kind.as_str();
-    let main_tag = if kind == "noise" {
-        "interruptions"
-    } else {
-        "lateness"
-    };
+    let noise = run.manifest.kind == crate::RunKind::Noise;
+    let main_tag = if noise { "interruptions" } else { "lateness" };
     let mut out = Totals::default();
     let whole = |name: &str, out: &mut Totals| -> Result<bool, ReadError> {
         let bytes = run.read(name)?;
@@ -123,9 +119,10 @@ pub fn totals(run: &RunReader) -> Result<Totals, ReadError> {
         }
     }
     // No histograms: count the table (format 1 noise runs).
-    let (table, column) = match kind {
-        "noise" => (&tables::NOISE_INTERRUPTIONS, "duration_ns"),
-        _ => (&tables::TIMER_SAMPLES, "lateness_ns"),
+    let (table, column) = if noise {
+        (&tables::NOISE_INTERRUPTIONS, "duration_ns")
+    } else {
+        (&tables::TIMER_SAMPLES, "lateness_ns")
     };
     if let Some(r) = TableReader::open(run, table) {
         r.scan::<ReadError>(&["cpu", column], |b| {

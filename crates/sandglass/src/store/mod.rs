@@ -141,8 +141,9 @@ pub struct FileEntry {
 pub struct Manifest {
     pub schema_version: u32,
     pub id: String,
-    /// `hourglass`, and later `timer`, `noise`, ...
-    pub kind: String,
+    /// The probe that made the run: `timer`, `noise`, `hourglass`, `bench-copy`, ...
+    #[schemars(with = "String")]
+    pub kind: crate::RunKind,
     pub tool: Tool,
     pub command_line: Vec<String>,
     pub state: RunState,
@@ -165,7 +166,7 @@ pub fn now_rfc3339() -> String {
     humantime::format_rfc3339_seconds(SystemTime::now()).to_string()
 }
 
-fn run_id(kind: &str, attempt: u32) -> String {
+fn run_id(label: &str, attempt: u32) -> String {
     let stamp: String = now_rfc3339()
         .chars()
         .filter(|c| c.is_ascii_digit())
@@ -177,7 +178,7 @@ fn run_id(kind: &str, attempt: u32) -> String {
         .unwrap_or(0);
     let mix = (nanos ^ (sandglass_sys::process::pid() as u32).rotate_left(16))
         .wrapping_add(attempt.wrapping_mul(0x9e37_79b9));
-    format!("{date}-{time}-{kind}-{:04x}", (mix ^ (mix >> 16)) & 0xffff)
+    format!("{date}-{time}-{label}-{:04x}", (mix ^ (mix >> 16)) & 0xffff)
 }
 
 /// The parent directory of runs: `$SANDGLASS_RUNS_DIR` or `./sandglass-runs`.
@@ -284,8 +285,9 @@ fn planted(p: &Path) -> Result<(), StoreError> {
 
 impl RunDir {
     /// Creates the run directory: `explicit` when given (it must not exist or be empty),
-    /// otherwise a new uniquely named directory under `base`.
-    pub fn create(explicit: Option<&Path>, base: &Path, kind: &str) -> Result<RunDir, StoreError> {
+    /// otherwise a new uniquely named directory under `base`, its name carrying `label` (the
+    /// run's kind, or `study-NAME`).
+    pub fn create(explicit: Option<&Path>, base: &Path, label: &str) -> Result<RunDir, StoreError> {
         let create = |p: &Path| {
             std::fs::create_dir_all(p).map_err(|source| StoreError::Create {
                 path: p.to_path_buf(),
@@ -311,7 +313,7 @@ impl RunDir {
             let id = p
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_else(|| run_id(kind, 0));
+                .unwrap_or_else(|| run_id(label, 0));
             let lock = lock_new(p)?;
             reserve(p);
             return Ok(RunDir {
@@ -330,7 +332,7 @@ impl RunDir {
         }
         create(base)?;
         for attempt in 0..100 {
-            let id = run_id(kind, attempt);
+            let id = run_id(label, attempt);
             let path = base.join(&id);
             match std::fs::create_dir(&path) {
                 Ok(()) => {
@@ -426,7 +428,7 @@ fn write_atomic(dir: &Path, name: &str, data: &[u8]) -> Result<(), StoreError> {
 /// The files a run of `kind` writes as it goes, with their formats and descriptions: the
 /// tables' segments and the appended files. A run that ends without listing its files (a full
 /// disk, a killed process) gets them listed from this.
-fn streamed_file(kind: &str, name: &str) -> Option<(String, String)> {
+fn streamed_file(kind: &crate::RunKind, name: &str) -> Option<(String, String)> {
     for t in table::tables::of_kind(kind) {
         if t.segment_index(name).is_some() {
             return Some((t.format.to_string(), t.description.to_string()));
@@ -1002,7 +1004,7 @@ mod tests {
         Manifest {
             schema_version: SCHEMA_VERSION,
             id: id.into(),
-            kind: "test".into(),
+            kind: crate::RunKind::Unknown("test".into()),
             tool: Tool {
                 name: "sandglass".into(),
                 version: "0".into(),

@@ -160,11 +160,12 @@ pub mod tables {
     use super::{col, Kind::*, Table};
 
     /// The tables a run of `kind` may have.
-    pub fn of_kind(kind: &str) -> &'static [&'static Table] {
+    pub fn of_kind(kind: &crate::RunKind) -> &'static [&'static Table] {
+        use crate::RunKind;
         match kind {
-            "timer" => &[&TIMER_SAMPLES, &TIMER_TIMELINE, &KERNEL],
-            "noise" => &[&NOISE_INTERRUPTIONS, &NOISE_TIMELINE, &KERNEL],
-            "hourglass" => &[&TRACE, &LATENCY, &JOBS, &KERNEL],
+            RunKind::Timer => &[&TIMER_SAMPLES, &TIMER_TIMELINE, &KERNEL],
+            RunKind::Noise => &[&NOISE_INTERRUPTIONS, &NOISE_TIMELINE, &KERNEL],
+            RunKind::Hourglass => &[&TRACE, &LATENCY, &JOBS, &KERNEL],
             _ => &[],
         }
     }
@@ -1398,7 +1399,7 @@ mod tests {
         Manifest {
             schema_version: crate::store::SCHEMA_VERSION,
             id: dir.id().into(),
-            kind: "timer".into(),
+            kind: crate::RunKind::Timer,
             tool: crate::store::Tool {
                 name: "sandglass".into(),
                 version: "0".into(),

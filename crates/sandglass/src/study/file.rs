@@ -31,6 +31,7 @@
 
 use crate::duration;
 use crate::load::LoadError;
+use crate::RunKind;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use thiserror::Error;
@@ -62,7 +63,7 @@ pub struct Measure {
     pub name: Option<String>,
     /// `timer`, `noise`, `hourglass` or `load`.
     #[schemars(with = "String")]
-    pub kind: Spanned<String>,
+    pub kind: Spanned<RunKind>,
     #[schemars(with = "String")]
     pub duration: Spanned<String>,
     /// CPUs (timer, noise): a list such as `1-3`, or `all` for every CPU this process may use
@@ -166,7 +167,14 @@ pub enum StudyFileError {
     File { file: PathBuf, message: String },
 }
 
-const KINDS: [&str; 4] = ["timer", "noise", "hourglass", "load"];
+/// A kind of run a study can measure.
+fn measurable(kind: &RunKind) -> bool {
+    matches!(
+        kind,
+        RunKind::Timer | RunKind::Noise | RunKind::Hourglass | RunKind::Load
+    )
+}
+
 /// What rows and columns of a table can be split by.
 pub const DIMENSIONS: [&str; 5] = ["load", "setting", "measure", "repetition", "metric"];
 
@@ -180,10 +188,6 @@ pub fn dimensions(text: &str) -> Vec<&str> {
 
 fn line_of(text: &str, offset: usize) -> usize {
     text[..offset.min(text.len())].matches('\n').count() + 1
-}
-
-fn kind_is(m: &Measure, kind: &str) -> bool {
-    m.kind.get_ref() == kind
 }
 
 /// Why a timer kind cannot be used by a timer measurement.
@@ -209,7 +213,7 @@ impl Measure {
     pub fn label(&self) -> String {
         self.name
             .clone()
-            .unwrap_or_else(|| self.kind.get_ref().clone())
+            .unwrap_or_else(|| self.kind.get_ref().to_string())
     }
 }
 
@@ -308,7 +312,7 @@ pub fn parse(
     }
     for m in &s.measure {
         let kind = m.kind.get_ref();
-        if !KINDS.contains(&kind.as_str()) {
+        if !measurable(kind) {
             return Err(at(
                 m.kind.span(),
                 format!("unknown measurement '{kind}': use timer, noise, hourglass or load"),
@@ -322,7 +326,7 @@ pub fn parse(
                 "duration must be longer than zero".into(),
             ));
         }
-        if kind == "hourglass" && m.args.is_none() {
+        if *kind == RunKind::Hourglass && m.args.is_none() {
             return Err(at(
                 m.kind.span(),
                 "a hourglass measurement needs args, the Hourglass command line, for example args = \"-n 1 -t 0 -p RTHIGH -w LAT 1ms -i HR\"".into(),
@@ -414,7 +418,7 @@ pub fn parse(
                 }
             }
         }
-        if kind_is(m, "load") {
+        if *m.kind.get_ref() == RunKind::Load {
             let pairs = match &m.loads {
                 Some(l) => !l.get_ref().is_empty(),
                 None => !s.load.is_empty(),
@@ -518,7 +522,7 @@ pub fn parse(
             if !s
                 .measure
                 .iter()
-                .any(|m| &m.label() == name || m.kind.get_ref() == name)
+                .any(|m| &m.label() == name || m.kind.get_ref().as_str() == name)
             {
                 return Err(at(
                     t.rows.span(),

@@ -11,6 +11,7 @@ pub mod metrics;
 pub mod run;
 pub mod table;
 
+use crate::RunKind;
 use file::{StudyFile, StudyFileError};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -232,7 +233,7 @@ pub fn cell_count(s: &StudyFile) -> u64 {
             None => s.load.len(),
         }
         .max(1) as u64;
-        let takes_settings = matches!(m.kind.get_ref().as_str(), "timer" | "noise");
+        let takes_settings = matches!(m.kind.get_ref(), RunKind::Timer | RunKind::Noise);
         let settings = match &m.settings {
             Some(names) => names
                 .get_ref()
@@ -263,7 +264,7 @@ pub fn cells(s: &StudyFile) -> Vec<Cell> {
                 None if s.load.is_empty() => vec![None],
                 None => (0..s.load.len()).map(Some).collect(),
             };
-            let takes_settings = matches!(m.kind.get_ref().as_str(), "timer" | "noise");
+            let takes_settings = matches!(m.kind.get_ref(), RunKind::Timer | RunKind::Noise);
             let settings: Vec<Option<usize>> = match &m.settings {
                 Some(names) => names
                     .get_ref()

@@ -25,6 +25,7 @@ use crate::system;
 use crate::timer::{self, TimerConfig};
 use crate::units::Nanos;
 use crate::warning::Warning;
+use crate::RunKind;
 use sandglass_sys::signal;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -124,7 +125,8 @@ pub struct StudyRecord {
     /// The study format's number ([`STATE_VERSION`]), which `--resume` checks; kept beside
     /// `schema` for the sandglass versions that read only this.
     pub schema_version: u32,
-    pub kind: String,
+    #[schemars(with = "String")]
+    pub kind: RunKind,
     pub id: String,
     pub name: String,
     pub source: Source,
@@ -429,7 +431,7 @@ pub fn run(
     let record = StudyRecord {
         schema: RECORD_SCHEMA.to_string(),
         schema_version: STATE_VERSION,
-        kind: "study".into(),
+        kind: RunKind::Study,
         id: dir.id().to_string(),
         name,
         source: study.source.clone(),
@@ -836,8 +838,8 @@ fn run_cell(
             .transpose()
             .map(|p| p.unwrap_or(default))
     };
-    match m.kind.get_ref().as_str() {
-        "timer" => {
+    match m.kind.get_ref() {
+        RunKind::Timer => {
             let interval = setting
                 .and_then(|s| s.interval.as_ref().map(|i| i.get_ref().clone()))
                 .or_else(|| m.interval.clone())
@@ -880,7 +882,7 @@ fn run_cell(
                 loads: r.run.loads,
             })
         }
-        "noise" => {
+        RunKind::Noise => {
             let config = NoiseConfig {
                 cpus: measure_cpus(m),
                 policy: policy(Policy::Other { nice: 0 })?,
@@ -915,7 +917,7 @@ fn run_cell(
                 loads: r.run.loads,
             })
         }
-        "hourglass" => {
+        RunKind::Hourglass => {
             let mut words: Vec<String> = m
                 .args
                 .as_ref()
@@ -958,11 +960,11 @@ fn run_load_alone(
     ctx: &RunContext,
     obs: &mut dyn Observer,
 ) -> Result<CellOutcome, RunError> {
-    let dir = RunDir::create(Some(cell_dir), &ctx.base_dir, "load")
+    let dir = RunDir::create(Some(cell_dir), &ctx.base_dir, RunKind::Load.as_str())
         .map_err(|e| RunError::Usage(e.to_string()))?;
     let mut manifest = ctx.manifest(
         &dir,
-        "load",
+        &RunKind::Load,
         system::snapshot(),
         serde_json::Value::Null,
         serde_json::json!({ "loads": plan, "duration_ns": d }),

@@ -171,7 +171,7 @@ pub fn build(spec: &TableSpec, study: &StudyFile, done: &[(&Cell, &Metrics)]) ->
         .filter(|(c, _)| match &spec.measure {
             Some(name) => {
                 let m = &study.measure[c.measure];
-                &m.label() == name || m.kind.get_ref() == name
+                &m.label() == name || m.kind.get_ref().as_str() == name
             }
             None => true,
         })

@@ -1,0 +1,196 @@
+//! The kinds of run: one enum for every probe that writes a run directory, serialised to the
+//! strings the manifest, the result header and the catalog have always held.
+//!
+//! This is the one place in the library's non-test code that spells a kind: everything else
+//! matches on [`RunKind`]. A kind this version does not know (a run written by a newer
+//! sandglass) reads as [`RunKind::Unknown`] with its text kept, so listing, packing and copying
+//! such a run keep working and writing it back changes nothing.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// The probe that made a run.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RunKind {
+    /// `sandglass timer`: periodic wake-up latency.
+    Timer,
+    /// `sandglass noise`: what interrupts a busy loop.
+    Noise,
+    /// `sandglass hourglass`: Hourglass's thread models and execution trace.
+    Hourglass,
+    /// `sandglass load`: a load alone, and what it achieved.
+    Load,
+    /// A study: its cells, their runs and the comparison.
+    Study,
+    /// `sandglass bench copy`: memory copy cost against size.
+    BenchCopy,
+    /// `sandglass bench ipc`: message cost against size per mechanism.
+    BenchIpc,
+    /// `sandglass bench ctxsw`: context-switch cost against working set.
+    BenchCtxsw,
+    /// `sandglass bench file`: file-system operation costs.
+    BenchFile,
+    /// `sandglass bench timer-overhead`: the cost of reading the time.
+    BenchTimerOverhead,
+    /// `sandglass bench budget`: one period's work against its budget.
+    BenchBudget,
+    /// A kind this version does not know, with its text; empty in Hourglass results of run
+    /// format 1, which had no kind field.
+    Unknown(String),
+}
+
+impl RunKind {
+    /// Every kind this version knows, in the order people read them.
+    pub const KNOWN: [RunKind; 11] = [
+        RunKind::Timer,
+        RunKind::Noise,
+        RunKind::Hourglass,
+        RunKind::Load,
+        RunKind::Study,
+        RunKind::BenchCopy,
+        RunKind::BenchIpc,
+        RunKind::BenchCtxsw,
+        RunKind::BenchFile,
+        RunKind::BenchTimerOverhead,
+        RunKind::BenchBudget,
+    ];
+
+    /// The name stored in runs and typed by people: `timer`, `bench-copy`, ...
+    pub fn as_str(&self) -> &str {
+        match self {
+            RunKind::Unknown(s) => s,
+            known => known.known_name().unwrap_or_default(),
+        }
+    }
+
+    /// The name of a kind this version knows; `None` for [`RunKind::Unknown`].
+    pub fn known_name(&self) -> Option<&'static str> {
+        Some(match self {
+            RunKind::Timer => "timer",
+            RunKind::Noise => "noise",
+            RunKind::Hourglass => "hourglass",
+            RunKind::Load => "load",
+            RunKind::Study => "study",
+            RunKind::BenchCopy => "bench-copy",
+            RunKind::BenchIpc => "bench-ipc",
+            RunKind::BenchCtxsw => "bench-ctxsw",
+            RunKind::BenchFile => "bench-file",
+            RunKind::BenchTimerOverhead => "bench-timer-overhead",
+            RunKind::BenchBudget => "bench-budget",
+            RunKind::Unknown(_) => return None,
+        })
+    }
+
+    /// The kind named `s`; a name this version does not know is kept as [`RunKind::Unknown`].
+    pub fn named(s: &str) -> RunKind {
+        RunKind::KNOWN
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .unwrap_or_else(|| RunKind::Unknown(s.to_string()))
+    }
+
+    /// A run of `sandglass bench`.
+    pub fn is_bench(&self) -> bool {
+        matches!(
+            self,
+            RunKind::BenchCopy
+                | RunKind::BenchIpc
+                | RunKind::BenchCtxsw
+                | RunKind::BenchFile
+                | RunKind::BenchTimerOverhead
+                | RunKind::BenchBudget
+        )
+    }
+
+    /// A probe whose result holds per-CPU latency samples (`timer`, `noise`, `hourglass`):
+    /// the kinds that compare, merge and export to peers' formats.
+    pub fn has_samples(&self) -> bool {
+        matches!(self, RunKind::Timer | RunKind::Noise | RunKind::Hourglass)
+    }
+
+    /// The bench kind `sandglass bench NAME` writes (`copy` → `bench-copy`).
+    pub fn of_bench(name: &str) -> Option<RunKind> {
+        RunKind::KNOWN
+            .into_iter()
+            .find(|k| k.is_bench() && k.as_str().strip_prefix("bench-") == Some(name))
+    }
+
+    /// The names of every known kind, for error messages and completions.
+    pub fn known_names() -> Vec<&'static str> {
+        RunKind::KNOWN
+            .iter()
+            .filter_map(RunKind::known_name)
+            .collect()
+    }
+}
+
+impl fmt::Display for RunKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for RunKind {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(RunKind::named(s))
+    }
+}
+
+impl Serialize for RunKind {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for RunKind {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Ok(RunKind::named(&s))
+    }
+}
+
+impl Default for RunKind {
+    /// The empty kind of Hourglass results of run format 1.
+    fn default() -> Self {
+        RunKind::Unknown(String::new())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_known_kind_reads_back_from_its_name() {
+        for k in RunKind::KNOWN {
+            assert_eq!(RunKind::named(k.as_str()), k);
+            let json = serde_json::to_string(&k).unwrap();
+            assert_eq!(json, format!("\"{}\"", k.as_str()));
+            assert_eq!(serde_json::from_str::<RunKind>(&json).unwrap(), k);
+        }
+        assert_eq!(RunKind::known_names().len(), RunKind::KNOWN.len());
+    }
+
+    #[test]
+    fn an_unknown_kind_keeps_its_text() {
+        let k: RunKind = serde_json::from_str("\"bench-tlb\"").unwrap();
+        assert_eq!(k, RunKind::Unknown("bench-tlb".into()));
+        assert_eq!(serde_json::to_string(&k).unwrap(), "\"bench-tlb\"");
+        assert!(!k.is_bench() && !k.has_samples());
+        assert_eq!(RunKind::default().as_str(), "");
+    }
+
+    #[test]
+    fn bench_kinds_are_named_by_their_subcommand() {
+        assert_eq!(RunKind::of_bench("copy"), Some(RunKind::BenchCopy));
+        assert_eq!(
+            RunKind::of_bench("timer-overhead"),
+            Some(RunKind::BenchTimerOverhead)
+        );
+        assert_eq!(RunKind::of_bench("timer"), None);
+        assert_eq!(RunKind::of_bench("bench-copy"), None);
+    }
+}
