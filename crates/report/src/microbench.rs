@@ -249,16 +249,12 @@ pub fn write_ctxsw(w: &mut dyn Write, r: &CtxswResult) -> io::Result<()> {
     )?;
     for c in &r.cells {
         let s = c.switch_ns.as_ref();
-        // A negative median switch or indirect cost is not a cost: its reason is printed below.
-        let switch_p50 = match s {
-            Some(s) if s.p50_ns < 0 => "-".to_string(),
+        // A switch or indirect cost that is not physical is left out: its reason is below.
+        let switch_p50 = match (s, c.switch_p50_cost()) {
+            (Some(_), None) => "-".to_string(),
             _ => dist(s, |s| s.p50_ns),
         };
-        let indirect = c
-            .indirect_p50_ns
-            .filter(|&i| i >= 0)
-            .map(ns)
-            .unwrap_or_else(|| "-".into());
+        let indirect = c.indirect_cost().map(ns).unwrap_or_else(|| "-".into());
         writeln!(
             w,
             "{:>12} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",

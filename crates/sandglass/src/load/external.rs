@@ -7,8 +7,8 @@
 //! group, which stress-ng answers by stopping its stressors and printing its metrics, then
 //! SIGKILL after two seconds. The group is signalled by its number only while its leader has
 //! not been waited for (until then no other process can take that number); the rest of the
-//! load, in the group or out of it, is reached through its [`crate::contain::Jail`]. The child's affinity and policy are the supervisor's: the
-//! load's CPUs, SCHED_OTHER, nice 0.
+//! load, in the group or out of it, is reached through its [`crate::contain::Jail`]. The
+//! child's affinity and policy are the supervisor's: the load's CPUs, SCHED_OTHER, nice 0.
 //!
 //! stress-ng's output goes to a file that is unlinked as soon as it is created, read after the
 //! child has ended: a pipe would need a reader thread that a descendant holding the pipe could

@@ -102,13 +102,37 @@ pub struct CtxswCell {
     pub not_physical: Option<String>,
 }
 
-/// Why `c`'s switch and indirect costs cannot be costs, or `None`.
-pub fn not_physical(c: &CtxswCell) -> Option<String> {
+impl CtxswCell {
+    /// The median switch, when it is a cost (not negative).
+    pub fn switch_p50_cost(&self) -> Option<i64> {
+        self.switch_ns
+            .as_ref()
+            .map(|s| s.p50_ns)
+            .filter(|&p| p >= 0)
+    }
+
+    /// The median indirect cost, when it is a cost: `None` when the cell has none or its
+    /// costs are not physical ([`not_physical`]).
+    pub fn indirect_cost(&self) -> Option<i64> {
+        self.indirect_p50_ns.filter(|_| self.not_physical.is_none())
+    }
+}
+
+/// Why `c`'s switch and indirect costs cannot be costs, or `None`. `direct_p50_ns` is the
+/// median switch with no working set, from which every other cell's indirect cost is derived.
+pub fn not_physical(c: &CtxswCell, direct_p50_ns: Option<i64>) -> Option<String> {
     if let (Some(s), Some(o), Some(h)) = (&c.switch_ns, &c.overhead_ns, &c.hop_ns) {
-        if s.p50_ns < 0 {
+        if c.switch_p50_cost().is_none() {
             return Some(format!(
                 "the median switch is {} ns: the overhead measured alone ({} ns) took longer than a hop with a switch ({} ns), so the subtraction gives no switch cost here (nor an indirect one)",
                 s.p50_ns, o.p50_ns, h.p50_ns
+            ));
+        }
+    }
+    if c.working_set_bytes > 0 && c.indirect_p50_ns.is_some() {
+        if let Some(d) = direct_p50_ns.filter(|&d| d < 0) {
+            return Some(format!(
+                "the indirect cost subtracts the median switch with no working set, which is {d} ns and so no cost: this working set has no indirect cost"
             ));
         }
     }
@@ -529,7 +553,7 @@ pub fn run(
         if c.working_set_bytes > 0 {
             c.indirect_p50_ns = direct.zip(c.switch_ns.as_ref()).map(|(d, s)| s.p50_ns - d);
         }
-        c.not_physical = not_physical(c);
+        c.not_physical = not_physical(c, direct);
     }
     let mut warnings = Vec::new();
     super::downgrade_warnings(&members.iter().collect::<Vec<_>>(), &mut warnings);
@@ -612,15 +636,39 @@ mod tests {
     /// are costs.
     #[test]
     fn negative_costs_are_not_physical() {
-        assert_eq!(not_physical(&cell(500, 2000, 1500, Some(0))), None);
-        assert_eq!(not_physical(&cell(500, 2000, 1500, Some(40))), None);
-        let why = not_physical(&cell(500, 2000, 1500, Some(-1655))).expect("indirect");
+        assert_eq!(
+            not_physical(&cell(500, 2000, 1500, Some(0)), Some(1500)),
+            None
+        );
+        assert_eq!(
+            not_physical(&cell(500, 2000, 1500, Some(40)), Some(1460)),
+            None
+        );
+        let why = not_physical(&cell(500, 2000, 1500, Some(-1655)), Some(3155)).expect("indirect");
         assert!(
             why.starts_with("the indirect cost is -1655 ns: refilling a cache cannot save time"),
             "{why}"
         );
-        let why = not_physical(&cell(2216, 2000, -216, None)).expect("switch");
+        let c = cell(2216, 2000, -216, None);
+        let why = not_physical(&c, Some(-216)).expect("switch");
         assert!(why.starts_with("the median switch is -216 ns: the overhead measured alone (2216 ns) took longer than a hop with a switch (2000 ns)"), "{why}");
+        assert_eq!(c.switch_p50_cost(), None);
+    }
+
+    /// Every cell's indirect cost is derived from the direct cell's median switch: when that
+    /// is negative, none of them is a cost, whatever its own arithmetic says.
+    #[test]
+    fn a_negative_direct_switch_leaves_no_indirect_cost() {
+        let mut c = cell(500, 2000, 1500, Some(1716));
+        let why = not_physical(&c, Some(-216)).expect("derived from a negative switch");
+        assert!(
+            why.starts_with("the indirect cost subtracts the median switch with no working set, which is -216 ns"),
+            "{why}"
+        );
+        c.not_physical = Some(why);
+        assert_eq!((c.switch_p50_cost(), c.indirect_cost()), (Some(1500), None));
+        c.not_physical = not_physical(&c, Some(200));
+        assert_eq!(c.indirect_cost(), Some(1716));
     }
 
     /// Exact arithmetic: trips of 4000 and 4400 ns around a ring of 2 with an overhead of
