@@ -74,9 +74,27 @@ pub struct CpuLocks {
 }
 
 /// Locks every CPU of `cpus` in `dir`. With `shared`, CPUs another run holds are returned as
-/// holders instead of refusing the run.
+/// holders instead of refusing the run. A user other than root also finds the CPUs root's runs
+/// hold, in root's runtime directory.
 pub fn acquire_in(
     dir: &RuntimeDir,
+    cpus: &[usize],
+    shared: bool,
+    command: &str,
+) -> Result<(CpuLocks, Vec<Holder>), CpuLockError> {
+    let root = if sandglass_sys::process::euid() != 0 {
+        crate::runtime::root_dir().filter(|r| r != dir.path())
+    } else {
+        None
+    };
+    lock_cpus(dir, root.as_deref(), cpus, shared, command)
+}
+
+/// [`acquire_in`], with root's lock files looked for in `root` (none: root's runs are not
+/// looked for).
+fn lock_cpus(
+    dir: &RuntimeDir,
+    root: Option<&Path>,
     cpus: &[usize],
     shared: bool,
     command: &str,
@@ -104,11 +122,9 @@ pub fn acquire_in(
             }
         }
     }
-    if sandglass_sys::process::euid() != 0 {
-        if let Some(root) = crate::runtime::root_dir().filter(|r| r != dir.path()) {
-            let locks = std::fs::read_to_string("/proc/locks").unwrap_or_default();
-            busy.extend(root_holders(&root, cpus, &locks, 0));
-        }
+    if let Some(root) = root {
+        let locks = std::fs::read_to_string("/proc/locks").unwrap_or_default();
+        busy.extend(root_holders(root, cpus, &locks, 0));
     }
     if !busy.is_empty() && !shared {
         return Err(CpuLockError::Busy(busy));
@@ -222,6 +238,9 @@ pub fn acquire(
 
 #[cfg(test)]
 mod tests {
+    //! These tests lock CPUs in a directory of their own and look for no root's runs, so that
+    //! a run measuring on the machine meanwhile (another test process's, root's) changes
+    //! nothing; root's locks are found by [`root_holders`], tested on its own.
     use super::*;
 
     #[test]
@@ -229,9 +248,9 @@ mod tests {
         let tmp = tempfile::tempdir().expect("tempdir");
         let dir = &RuntimeDir::at(tmp.path()).expect("runtime dir");
         let (first, none) =
-            acquire_in(dir, &[0, 1], false, "sandglass noise -c 0-1").expect("first");
+            lock_cpus(dir, None, &[0, 1], false, "sandglass noise -c 0-1").expect("first");
         assert!(none.is_empty());
-        let e = acquire_in(dir, &[1, 2], false, "sandglass timer").expect_err("busy");
+        let e = lock_cpus(dir, None, &[1, 2], false, "sandglass timer").expect_err("busy");
         let text = e.to_string();
         assert!(
             text.contains(&format!(
@@ -241,11 +260,12 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("CPU 2"), "{text}");
-        let (_second, shared) = acquire_in(dir, &[1, 2], true, "sandglass timer").expect("shared");
+        let (_second, shared) =
+            lock_cpus(dir, None, &[1, 2], true, "sandglass timer").expect("shared");
         assert_eq!(shared.len(), 1);
         assert_eq!(shared[0].cpu, 1);
         drop(first);
-        let (_third, none) = acquire_in(dir, &[0], false, "x").expect("released");
+        let (_third, none) = lock_cpus(dir, None, &[0], false, "x").expect("released");
         assert!(none.is_empty());
     }
 
@@ -258,7 +278,7 @@ mod tests {
         std::fs::write(&path, "999999999\nsandglass timer -c 3\n").expect("write");
         let file = File::open(&path).expect("open");
         assert!(sandglass_sys::process::try_lock_exclusive(&file).expect("flock"));
-        let e = acquire_in(dir, &[3], false, "x").expect_err("busy");
+        let e = lock_cpus(dir, None, &[3], false, "x").expect_err("busy");
         assert!(
             e.to_string()
                 .contains("CPU 3 by a sandglass that is starting"),
@@ -273,7 +293,7 @@ mod tests {
                 std::fs::write(&path, text).expect("write");
             })
         };
-        let e = acquire_in(dir, &[3], false, "x").expect_err("busy");
+        let e = lock_cpus(dir, None, &[3], false, "x").expect_err("busy");
         writer.join().expect("writer");
         let text = e.to_string();
         assert!(
@@ -290,7 +310,7 @@ mod tests {
         use std::os::unix::fs::MetadataExt;
         let tmp = tempfile::tempdir().expect("tempdir");
         let dir = &RuntimeDir::at(tmp.path()).expect("runtime dir");
-        let (held, _) = acquire_in(dir, &[1], false, "sandglass timer -c 1").expect("lock");
+        let (held, _) = lock_cpus(dir, None, &[1], false, "sandglass timer -c 1").expect("lock");
         let m = tmp.path().join("cpu1.lock").metadata().expect("stat");
         let locks = std::fs::read_to_string("/proc/locks").expect("/proc/locks");
         let me = sandglass_sys::process::euid();
