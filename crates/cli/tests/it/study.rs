@@ -289,6 +289,8 @@ fn a_study_stopped_in_its_third_cell_resumes_with_what_is_left() {
         ]
     );
     assert_eq!(state(&dir)["state"], "interrupted");
+    // A study that ended, like a run, no longer holds back the space kept for its last files.
+    assert!(!dir.join(".reserve").exists(), "the study kept its reserve");
     // The interrupted cell kept what it measured.
     let m: serde_json::Value = serde_json::from_slice(
         &std::fs::read(dir.join("cell-003-timer-idle-c/manifest.json")).unwrap(),

@@ -256,7 +256,12 @@ fn check_scale(scale: f64) -> Result<(), StudyError> {
     Ok(())
 }
 
+/// Writes `study.json`; a study in a final state first frees the space its directory held back
+/// for its last files ([`store::RESERVE_FILE`]), as a run's final manifest does.
 fn write_state(dir: &Path, record: &StudyRecord) -> Result<(), StudyError> {
+    if record.state != StudyState::Running {
+        store::release_reserve(dir);
+    }
     let text = serde_json::to_vec_pretty(record)
         .map_err(|e| StudyError::Failed(format!("cannot encode {STATE_FILE}: {e}")))?;
     let tmp = dir.join(format!("{STATE_FILE}.tmp"));
