@@ -195,14 +195,32 @@ pub fn report(a: &ReportArgs) -> Result<u8, Failure> {
         }
         RunKind::Timer => sandglass_report::timer::write(&mut out, &summary(&r)?),
         RunKind::Noise => sandglass_report::noise::write(&mut out, &summary(&r)?),
-        RunKind::Hourglass => {
-            sandglass_report::hourglass::write_summary(&mut out, &summary(&r)?)
-        }
+        RunKind::Hourglass => sandglass_report::hourglass::write_summary(&mut out, &summary(&r)?),
         kind => {
-            return Err(Failure::usage(format!(
-                "{}: a {kind} run; the summary is printed for timer, noise and hourglass runs (the exports --csv and --perfetto take others too)",
-                path.display()
-            )))
+            // A bench run's table, again, from the result it stored.
+            let stored = if kind.is_bench() && r.has("result.json") {
+                Some(
+                    r.read("result.json")
+                        .map_err(|e| Failure::usage(e.to_string()))?,
+                )
+            } else {
+                None
+            };
+            match stored.and_then(|t| sandglass_report::microbench::write_stored(&mut out, kind, &t)) {
+                Some(Err(e)) if e.kind() == io::ErrorKind::InvalidData => {
+                    return Err(Failure::usage(format!(
+                        "{}: result.json is not a result this sandglass reads ({e})",
+                        path.display()
+                    )))
+                }
+                Some(written) => written,
+                None => {
+                    return Err(Failure::usage(format!(
+                        "{}: a {kind} run; the summary is printed for timer, noise, hourglass and bench runs (the exports --csv and --perfetto take others too)",
+                        path.display()
+                    )))
+                }
+            }
         }
     };
     // The whole distribution at a glance, from the run's whole-run histograms.

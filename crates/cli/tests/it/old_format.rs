@@ -2,7 +2,9 @@
 //! `tests/data/v1/` as `sandglass 0.1.0 (commit 6dd841f)` wrote them: a timer run, a noise run
 //! and an Hourglass run with a LAT and a PERIODIC thread. Every reader still reads them: the
 //! summary, the page, Markdown, every export, `compare`, `analyze … --run`, `--jitter-from`,
-//! `--wcet-from`, and the catalog's import. Nothing here writes into the fixtures.
+//! `--wcet-from`, and the catalog's import. Runs of every kind of the previous release (run
+//! format 2) are kept in `tests/data/v2/` and read the same way. Nothing here writes into the
+//! fixtures.
 
 use assert_cmd::Command;
 use serde_json::Value;
@@ -192,5 +194,114 @@ fn old_runs_are_imported_into_the_catalog() {
     assert_eq!(kinds.len(), 3, "{v}");
     for k in ["timer", "noise", "hourglass"] {
         assert!(kinds.contains(&k), "{v}");
+    }
+}
+
+/// Runs of every kind as the previous release wrote them (`sandglass 0.1.0 (commit 7e898a5)`,
+/// run format 2), kept in `tests/data/v2/KIND`: a timer, a noise and an Hourglass run, a study
+/// (`study.toml`) with a timer cell and a load cell, and one run of each bench.
+const V2: [&str; 10] = [
+    "timer",
+    "noise",
+    "hourglass",
+    "study",
+    "bench-copy",
+    "bench-ipc",
+    "bench-ctxsw",
+    "bench-file",
+    "bench-timer-overhead",
+    "bench-budget",
+];
+
+fn v2(kind: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/v2")
+        .join(kind)
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+/// The run directories of fixture `kind`: the run, or a study's cells.
+fn v2_runs(kind: &str) -> Vec<PathBuf> {
+    if kind != "study" {
+        return vec![v2(kind)];
+    }
+    let mut cells: Vec<PathBuf> = std::fs::read_dir(v2(kind))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
+    cells.sort();
+    cells
+}
+
+#[test]
+fn runs_of_every_kind_from_the_previous_release_read_verify_and_report() {
+    let mut seen = std::collections::BTreeSet::new();
+    for kind in V2 {
+        for dir in v2_runs(kind) {
+            let r = sandglass::store::RunReader::open(&dir).unwrap();
+            r.verify().unwrap();
+            assert_eq!(r.manifest.schema_version, 2, "{}", dir.display());
+            assert_eq!(r.manifest.tool.commit, "7e898a5fde52", "{}", dir.display());
+            assert!(
+                r.manifest.kind.known_name().is_some(),
+                "{}: {:?}",
+                dir.display(),
+                r.manifest.kind
+            );
+            if kind != "study" {
+                assert_eq!(r.manifest.kind.as_str(), kind);
+            }
+            seen.insert(r.manifest.kind.clone());
+        }
+    }
+    seen.insert(sandglass::RunKind::Study);
+    assert_eq!(
+        seen.into_iter().collect::<Vec<_>>(),
+        {
+            let mut all = sandglass::RunKind::KNOWN.to_vec();
+            all.sort();
+            all
+        },
+        "a kind of run has no fixture of the previous release"
+    );
+    // Every kind prints its summary or its table again (a study its tables).
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    for kind in V2 {
+        let out = ok(&runs, &["report", v2(kind).to_str().unwrap()]);
+        assert!(out.lines().count() >= 3, "{kind}: {out}");
+    }
+}
+
+#[test]
+fn runs_of_every_kind_from_the_previous_release_are_catalogued_with_their_figures() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    for kind in V2 {
+        let copy = tmp.path().join(format!("copy-{kind}"));
+        copy_tree(&v2(kind), &copy);
+        ok(&runs, &["runs", "import", copy.to_str().unwrap()]);
+    }
+    let v: Value = serde_json::from_str(&ok(&runs, &["runs", "--all", "--json"])).unwrap();
+    let rows = v["runs"].as_array().unwrap();
+    for kind in V2 {
+        let row = rows
+            .iter()
+            .find(|r| r["kind"] == kind)
+            .unwrap_or_else(|| panic!("no {kind} row: {v}"));
+        let figures = row["figures"].as_object().unwrap();
+        assert!(!figures.is_empty(), "{kind}: no key figures: {row}");
     }
 }

@@ -19,11 +19,11 @@
 //! ([`CostFit::not_physical`]); the reports then show the reason, not a and b as results.
 
 use super::busy::gcd;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 /// One measurement: a size and the time it took.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Point {
     /// N, in bytes.
     pub size_bytes: u64,
@@ -43,7 +43,7 @@ pub enum FitError {
 }
 
 /// The fitted model.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CostFit {
     /// Points fitted.
     pub points: usize,
@@ -61,7 +61,7 @@ pub struct CostFit {
     pub r2: Option<f64>,
     /// Why the fitted line is not a physical cost model (a negative fixed cost, a time that
     /// falls as the size grows); absent when it is one. a and b are then arithmetic, not costs.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_physical: Option<String>,
 }
 

@@ -16,12 +16,12 @@
 //! interrupt time, we get 67us", and "a 1KHz clock rate will consume 6.7% of the available
 //! processing time".
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::str::FromStr;
 use thiserror::Error;
 
 /// One measurement: iterations per second of the loop at a tick rate.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RateMeasurement {
     /// f, in Hz.
     pub tick_hz: f64,
@@ -70,7 +70,7 @@ impl FromStr for RateMeasurement {
 }
 
 /// The solution.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TwoRate {
     /// o: the cost of one clock interrupt.
     pub overhead_ns: f64,

@@ -493,7 +493,7 @@ pub struct IpcCell {
 }
 
 /// One mechanism over every size.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MechanismResult {
     pub mechanism: Mechanism,
     /// The largest piece a message travels in, when the mechanism limits it.
@@ -511,7 +511,7 @@ pub struct MechanismResult {
 }
 
 /// The result.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct IpcResult {
     #[serde(flatten)]
     pub header: Header,

@@ -101,7 +101,7 @@ pub struct Phase {
 }
 
 /// The two-rate analysis of one timer kind's phases.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Analysis {
     /// Per rate: the median achieved wakeup rate and the median iterations per second.
     pub medians: Vec<RateMeasurement>,
@@ -164,7 +164,7 @@ pub fn analyse(phases: &[Phase], rates: [f64; 2]) -> Analysis {
 }
 
 /// One timer kind.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct KindResult {
     pub timer: TimerKind,
     pub timer_thread: Option<ThreadSetup>,
@@ -177,7 +177,7 @@ pub struct KindResult {
 }
 
 /// The result.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TimerOverheadResult {
     #[serde(flatten)]
     pub header: Header,
