@@ -21,17 +21,15 @@ const NOT_RUN_KINDS: &[(&str, &str)] = &[
     ("crates/cli/src/manual.rs", "subcommands' manual pages"),
 ];
 
-/// The kinds whose names are also ordinary words.
-const WORDS: [&str; 5] = ["timer", "noise", "hourglass", "study", "load"];
-/// The bench kinds: no other string is spelt like one.
-const BENCH: [&str; 6] = [
-    "bench-copy",
-    "bench-ipc",
-    "bench-ctxsw",
-    "bench-file",
-    "bench-timer-overhead",
-    "bench-budget",
-];
+/// The names of the kinds for which `bench` is `true` or `false`: the others' names are also
+/// ordinary words (timer, load), the bench kinds' are spelt like nothing else.
+fn kind_names(bench: bool) -> Vec<&'static str> {
+    sandglass::RunKind::KNOWN
+        .iter()
+        .filter(|k| k.is_bench() == bench)
+        .filter_map(sandglass::RunKind::known_name)
+        .collect()
+}
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -84,9 +82,9 @@ fn non_test_lines(text: &str) -> Vec<(usize, &str)> {
 fn names_a_kind(line: &str) -> bool {
     literals(line).into_iter().any(|(start, word, end)| {
         if word.starts_with("bench-") {
-            return BENCH.contains(&word);
+            return kind_names(true).contains(&word);
         }
-        if !WORDS.contains(&word) {
+        if !kind_names(false).contains(&word) {
             return false;
         }
         let before = line[..start].trim_end();
