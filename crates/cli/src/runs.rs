@@ -6,6 +6,7 @@ use crate::common::{print_json, Failure};
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use sandglass::catalog::{self, Catalog, CatalogError, Entry, Filter};
+use sandglass::kind::Unit;
 use sandglass::store::{self, RunReader};
 use sandglass::RunKind;
 use serde_json::Value;
@@ -198,20 +199,18 @@ fn when(t: &str) -> String {
     t.replacen('T', " ", 1).trim_end_matches('Z').to_string()
 }
 
-fn figure_text(key: &str, v: &Value) -> String {
+/// A figure as people read it, written by its unit (a figure its kind does not declare, from
+/// a catalog row of another version, as a plain number).
+fn figure_text(unit: Option<Unit>, v: &Value) -> String {
     match v {
         Value::Number(n) => {
             let x = n.as_f64().unwrap_or(0.0);
-            if key.ends_with("_ns") {
-                sandglass::Nanos(x.max(0.0) as u64).to_string()
-            } else if key.ends_with("_share") {
-                format!("{:.2}%", x * 100.0)
-            } else if key.ends_with("bytes_per_s") {
-                format!("{:.0} MB/s", x / 1e6)
-            } else if x.fract() == 0.0 {
-                format!("{x:.0}")
-            } else {
-                format!("{x:.1}")
+            match unit {
+                Some(Unit::Nanos) => sandglass::Nanos(x.max(0.0) as u64).to_string(),
+                Some(Unit::Share) => format!("{:.2}%", x * 100.0),
+                Some(Unit::BytesPerSecond) => format!("{:.0} MB/s", x / 1e6),
+                _ if x.fract() == 0.0 => format!("{x:.0}"),
+                _ => format!("{x:.1}"),
             }
         }
         Value::String(s) => s.clone(),
@@ -219,7 +218,8 @@ fn figure_text(key: &str, v: &Value) -> String {
     }
 }
 
-/// The key figures as `name value` pairs separated by commas.
+/// The key figures as `name value` pairs separated by commas, in the order the kind declares
+/// them (any it does not declare after).
 fn figures_text(e: &Entry) -> String {
     if e.kind == RunKind::Study {
         let n = |k: &str| e.figures.get(k).and_then(Value::as_u64).unwrap_or(0);
@@ -230,34 +230,20 @@ fn figures_text(e: &Entry) -> String {
             n("cells_total")
         );
     }
-    // The usual reading order first (percentiles rising), anything else after.
-    const ORDER: [&str; 14] = [
-        "cpus",
-        "threads",
-        "count",
-        "p50_ns",
-        "p90_ns",
-        "p99_ns",
-        "p99.9_ns",
-        "p99.99_ns",
-        "max_ns",
-        "missed",
-        "noise_share",
-        "interruptions_per_s",
-        "records",
-        "misses",
-    ];
-    let rank = |k: &str| ORDER.iter().position(|o| *o == k).unwrap_or(ORDER.len());
+    let declared = e.kind.key_figures();
+    let rank = |k: &str| {
+        declared
+            .iter()
+            .position(|f| f.key == k)
+            .unwrap_or(declared.len())
+    };
     let mut figures: Vec<(&String, &Value)> = e.figures.iter().collect();
     figures.sort_by_key(|(k, _)| rank(k));
     figures
         .into_iter()
-        .map(|(k, v)| {
-            let label = k
-                .trim_end_matches("_ns")
-                .trim_end_matches("_bytes_per_s")
-                .replace('_', " ");
-            format!("{label} {}", figure_text(k, v))
+        .map(|(k, v)| match e.kind.key_figure(k) {
+            Some(f) => format!("{} {}", f.label, figure_text(Some(f.unit), v)),
+            None => format!("{} {}", k.replace('_', " "), figure_text(None, v)),
         })
         .collect::<Vec<_>>()
         .join(", ")

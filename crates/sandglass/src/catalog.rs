@@ -2780,5 +2780,62 @@ mod tests {
             ),
             (json!(15000), json!(90000), json!(30000), json!(95000))
         );
+        for key in f.keys() {
+            assert!(RunKind::Timer.key_figure(key).is_some(), "{key} undeclared");
+        }
+    }
+
+    /// Every figure the catalog keeps is one its kind declares, with a unit.
+    #[test]
+    fn every_figure_is_declared_by_its_kind() {
+        let cpus = json!({"cpus": [{"count": 5, "missed_releases": 1, "noise_share": 0.1,
+            "interruptions_per_s": 9.0, "max_ns": 7,
+            "lateness_ns": {"p50": 1, "p90": 2, "p99": 3, "p99.9": 4, "p99.99": 5, "max": 6},
+            "percentiles_ns": {"p50": 1, "p99": 2, "p99.9": 3}}],
+            "loads": [{"spec": "cpu"}]});
+        let timers: Vec<Value> = ["HR", "native", "posix", "timerfd"]
+            .iter()
+            .map(|t| json!({"timer": t, "analysis": {"solution": {"overhead_ns": 800.0}}}))
+            .collect();
+        let cases = [
+            (RunKind::Timer, cpus.clone()),
+            (RunKind::Noise, cpus),
+            (
+                RunKind::Hourglass,
+                json!({"threads": [{"misses": 1}], "trace": {"records": 4}}),
+            ),
+            (
+                RunKind::BenchCopy,
+                json!({"cells": [{"size_bytes": 4096, "copies_per_sample": 1,
+                    "sample_ns": {"p50_ns": 100}}]}),
+            ),
+            (
+                RunKind::BenchIpc,
+                json!({"mechanisms": [{"cells": [{"one_way_ns": {"p50_ns": 900}}]}]}),
+            ),
+            (
+                RunKind::BenchCtxsw,
+                json!({"cells": [{"working_set_bytes": 0, "switch_ns": {"p50_ns": 1500}}]}),
+            ),
+            (
+                RunKind::BenchFile,
+                json!({"passes": [{"throughput_bytes_per_s": 1e9}]}),
+            ),
+            (RunKind::BenchTimerOverhead, json!({"kinds": timers})),
+            (
+                RunKind::BenchBudget,
+                json!({"measured": {"frames": 6, "missed": 1, "response_ns": {"p99_ns": 900}}}),
+            ),
+        ];
+        for (kind, summary) in cases {
+            let f = figures(&kind, &summary, &Value::Null);
+            assert!(!f.is_empty(), "{kind}: {f:?}");
+            for key in f.keys() {
+                assert!(kind.key_figure(key).is_some(), "{kind}: {key} undeclared");
+            }
+        }
+        let f = figures(&RunKind::Load, &Value::Null, &json!([{"spec": "net"}]));
+        assert_eq!(f["load"], "net");
+        assert!(RunKind::Load.key_figure("load").is_some());
     }
 }

@@ -300,4 +300,11 @@ fn runs_of_every_kind_from_the_previous_release_are_catalogued_with_their_figure
         let figures = row["figures"].as_object().unwrap();
         assert!(!figures.is_empty(), "{kind}: no key figures: {row}");
     }
+    // Every figure of every row, cells included, is one its kind declares with a unit.
+    for row in rows {
+        let kind = sandglass::RunKind::named(row["kind"].as_str().unwrap());
+        for key in row["figures"].as_object().unwrap().keys() {
+            assert!(kind.key_figure(key).is_some(), "{kind}: {key} undeclared");
+        }
+    }
 }
