@@ -215,17 +215,6 @@ fn v2(kind: &str) -> PathBuf {
         .join(kind)
 }
 
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap().flatten() {
-        if e.file_type().unwrap().is_dir() {
-            copy_tree(&e.path(), &to.join(e.file_name()));
-        } else {
-            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-        }
-    }
-}
-
 /// The run directories of fixture `kind`: the run, or a study's cells.
 fn v2_runs(kind: &str) -> Vec<PathBuf> {
     if kind != "study" {
@@ -287,7 +276,7 @@ fn runs_of_every_kind_from_the_previous_release_are_catalogued_with_their_figure
     let runs = tmp.path().join("runs");
     for kind in v2_kinds() {
         let copy = tmp.path().join(format!("copy-{kind}"));
-        copy_tree(&v2(kind), &copy);
+        crate::common::copy_tree(&v2(kind), &copy);
         ok(&runs, &["runs", "import", copy.to_str().unwrap()]);
     }
     let v: Value = serde_json::from_str(&ok(&runs, &["runs", "--all", "--json"])).unwrap();
