@@ -20,11 +20,16 @@ fn is_quiet(arg: &str) -> bool {
 /// sandglass's own option beside the paper's: measure CPUs another sandglass is measuring.
 const SHARED_CPUS: &str = "--shared-cpus";
 
+/// sandglass's own option beside the paper's: print the result as JSON (the run's
+/// `summary.json`) instead of the paper's formats.
+const JSON: &str = "--json";
+
 pub fn hourglass(args: &[String]) -> Result<u8, Failure> {
     let shared = args.iter().any(|a| a == SHARED_CPUS);
+    let json = args.iter().any(|a| a == JSON);
     let args: Vec<String> = args
         .iter()
-        .filter(|a| !is_quiet(a) && *a != SHARED_CPUS)
+        .filter(|a| !is_quiet(a) && *a != SHARED_CPUS && *a != JSON)
         .cloned()
         .collect();
     let spec = match cmdline::parse(&args) {
@@ -48,6 +53,10 @@ pub fn hourglass(args: &[String]) -> Result<u8, Failure> {
         gap_histogram: spec.gap_histogram,
         latlate: true,
     };
+    if json {
+        crate::common::print_json(&result)?;
+        return crate::common::run_outcome(&result.run);
+    }
     if crate::common::quiet() {
         return crate::common::run_outcome(&result.run);
     }

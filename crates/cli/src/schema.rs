@@ -109,7 +109,7 @@ pub fn outputs() -> Vec<Output> {
         fixed(
             run(RunKind::Hourglass),
             sandglass::hourglass::result::JSON_SCHEMA,
-            "hourglass: a run's summary.json",
+            "hourglass --json and a run's summary.json",
             of::<sandglass::hourglass::result::HourglassResult>,
         ),
         fixed(

@@ -698,6 +698,7 @@ fn hourglass_summary_matches_its_schema() {
             "10ms",
             "-o",
             "h",
+            "--json",
         ])
         .env("SANDGLASS_RUNS_DIR", tmp.path())
         .current_dir(tmp.path())
@@ -710,6 +711,14 @@ fn hourglass_summary_matches_its_schema() {
     let text = std::fs::read_to_string(tmp.path().join("h/summary.json")).unwrap();
     let v: Value = serde_json::from_str(&text).unwrap();
     check("hourglass", &v, &["/switches/count", "/threads/0/workload"]);
+    // `--json` prints the same result on standard output, and nothing else.
+    let printed: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "hourglass --json: not JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    });
+    assert_eq!(printed, v);
 }
 
 /// `check --json` and the run's check.json (issue acceptance: the verdict, findings, miss

@@ -227,6 +227,8 @@ sandglass options:
                      interrupts (default: such threads use HR, with a warning
                      recorded in the run)
     -q, --quiet -- print nothing but errors (the run directory keeps everything)
+    --json -- print the result as one JSON object (the run's summary.json) instead
+              of the paper's formats
     --shared-cpus -- measure CPUs another sandglass is measuring (each counts the other
         as noise; the run records it with a warning) instead of refusing
     --counter auto|tsc|raw -- clock the gap detector polls (default auto)
