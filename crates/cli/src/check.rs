@@ -6,6 +6,7 @@
 
 use crate::common::{cpus_arg, policy_arg, time_arg, Console, Failure, LoadFlags};
 use clap::Args;
+use sandglass::check::plan::PlanError;
 use sandglass::check::{self, predict, workload, CheckReport};
 use sandglass::live::Live;
 use sandglass::model::TimerKind;
@@ -134,83 +135,65 @@ pub fn check(a: &CheckArgs) -> Result<u8, Failure> {
     })
     .map_err(Failure::usage)?;
     let target = time_arg("--target", &a.target)?;
-    if target < Nanos::from_secs(1) {
-        return Err(Failure::usage(format!(
-            "--target {}: give at least one second, such as 8h",
-            a.target
-        )));
-    }
-    let target_s = target.as_secs_f64();
     let work = time_arg("--work", &a.work)?;
-    let duration = match &a.duration {
-        Some(d) => time_arg("-d", d)?,
-        // A tenth of the target, and never less than the 10 s an early end needs.
-        None => Nanos(
-            ((target.0 as f64 / sandglass::analysis::worst_case::MAX_HORIZON_RATIO) as u64)
-                .max(predict::EARLY_MIN_NS),
-        ),
-    };
-    if duration < Nanos::from_secs(1) {
-        return Err(Failure::usage(format!(
-            "-d {}: measure at least 1s (30s gives a first answer; the default, a tenth of --target, supports a prediction as far as the target)",
-            a.duration.as_deref().unwrap_or_default()
-        )));
-    }
-    let policy_text = a
-        .policy
-        .clone()
-        .unwrap_or_else(|| format!("f:{}", w.kind.default_priority()));
-    let policy = policy_arg(&policy_text)?;
-    let priority = policy_text
-        .strip_prefix("f:")
-        .or_else(|| policy_text.strip_prefix("r:"))
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(0);
+    let duration = a
+        .duration
+        .as_deref()
+        .map(|d| time_arg("-d", d))
+        .transpose()?;
+    let policy = a.policy.as_deref().map(policy_arg).transpose()?;
     let cpu = choose_cpu(a)?;
-    let slack = w.deadline_ns.0 as i64 - work.0 as i64;
-    if w.deadline_ns == Nanos::ZERO {
-        return Err(Failure::usage(format!(
-            "{}: {} has no slack (its response time equals its deadline): any delay makes it miss",
-            w.spec,
-            w.task.as_deref().unwrap_or("the workload")
-        )));
-    }
-    if slack <= 0 {
-        return Err(Failure::usage(format!(
-            "--work {}: the work per period is not shorter than the slack of {} ({}): nothing can make it fit",
-            a.work, w.deadline_ns, w.spec
-        )));
-    }
+    let plan = check::plan::plan(&check::plan::Request {
+        workload: &w,
+        target,
+        work,
+        duration,
+        policy,
+    })
+    .map_err(|e| {
+        Failure::usage(match e {
+            PlanError::TargetTooShort => {
+                format!("--target {}: give at least one second, such as 8h", a.target)
+            }
+            PlanError::DurationTooShort => format!(
+                "-d {}: measure at least 1s (30s gives a first answer; the default, a tenth of --target, supports a prediction as far as the target)",
+                a.duration.as_deref().unwrap_or_default()
+            ),
+            PlanError::NoSlack => format!(
+                "{}: {} has no slack (its response time equals its deadline): any delay makes it miss",
+                w.spec,
+                w.task.as_deref().unwrap_or("the workload")
+            ),
+            PlanError::WorkTooLong => format!(
+                "--work {}: the work per period is not shorter than the slack of {} ({}): nothing can make it fit",
+                a.work, w.deadline_ns, w.spec
+            ),
+        })
+    })?;
+    let (duration, target_s, priority) = (plan.duration, plan.target_s, plan.priority);
+    // The policy as the person wrote it, or the workload's default.
+    let policy_text = a.policy.clone().unwrap_or_else(|| plan.policy.to_string());
     let snapshot = sandglass::system::snapshot();
     let facts = check::config::gather(Path::new("/"), cpu, &snapshot);
-    let findings = check::config::findings(&facts, Nanos(slack as u64), priority);
-    let trace = if a.no_trace {
-        None
-    } else {
-        match sandglass::causes::tracefs::probe() {
-            Ok(()) => Some(sandglass::causes::tracefs::TraceOptions::default()),
-            Err(e) => {
-                if !crate::common::quiet() {
-                    eprintln!(
-                        "sandglass: kernel events not recorded ({e}); causes come from /proc samples"
-                    );
-                }
-                None
-            }
+    let findings = check::config::findings(&facts, plan.slack, priority);
+    let tracing = check::plan::Tracing::choose(a.no_trace);
+    if let check::plan::Tracing::Unavailable(e) = &tracing {
+        if !crate::common::quiet() {
+            eprintln!(
+                "sandglass: kernel events not recorded ({e}); causes come from /proc samples"
+            );
         }
-    };
+    }
+    let trace = tracing.options();
     let traced = trace.is_some();
-    let explain_above = Nanos((slack as u64 / 2).max(10_000));
-    let mut thresholds = timer::default_thresholds(w.period_ns);
-    thresholds.push(Nanos(slack as u64));
-    thresholds.sort();
-    thresholds.dedup();
+    let explain_above = plan.explain_above;
+    let thresholds = plan.thresholds.clone();
     let config = TimerConfig {
         cpus: Some(
             sandglass::cpulist::CpuList::from_cpus([cpu])
                 .ok_or_else(|| Failure::runtime("no CPU"))?,
         ),
-        policy,
+        policy: plan.policy,
         interval_ns: w.period_ns,
         duration_ns: duration,
         timer: TimerKind::Hr,
@@ -237,7 +220,7 @@ pub fn check(a: &CheckArgs) -> Result<u8, Failure> {
             predict::span(duration.as_secs_f64()),
             duration.0 / w.period_ns.0.max(1)
         );
-        if a.duration.is_none() {
+        if plan.duration_is_default {
             eprintln!(
                 "sandglass: {} is a tenth of the target of one {} per {}, the shortest run whose tail supports a prediction that far (docs/analysis.md); -d sets another length",
                 predict::span(duration.as_secs_f64()),
@@ -251,7 +234,7 @@ pub fn check(a: &CheckArgs) -> Result<u8, Failure> {
         console: Console::with_live_rows("wakeups"),
         live: live.clone(),
         cpu,
-        slack_ns: slack as u64,
+        slack_ns: plan.slack.0,
         period: w.period_ns,
         target_s,
         miss: w.miss.clone(),
@@ -268,7 +251,7 @@ pub fn check(a: &CheckArgs) -> Result<u8, Failure> {
     crate::common::register(&run_dir);
     let (predictions, verdict) = predict_run(&run_dir, cpu, (&w, work, target_s))?;
     let culprits = check::culprits(result.run.causes.as_ref(), cpu);
-    let fixes = check::fixes(&culprits, &findings, cpu, priority, Nanos(slack as u64));
+    let fixes = check::fixes(&culprits, &findings, cpu, priority, plan.slack);
     let steal_share = result
         .run
         .causes

@@ -3,6 +3,7 @@
 //! validity, and a verdict with the fixes ranked by expected effect.
 
 pub mod config;
+pub mod plan;
 pub mod predict;
 pub mod trial;
 pub mod workload;
