@@ -297,18 +297,81 @@ pub fn policy_arg(value: &str) -> Result<sandglass::policy::Policy, Failure> {
     sandglass::policy::Policy::parse(value).map_err(|e| Failure::usage(format!("-P {value}: {e}")))
 }
 
-/// `--counter auto|tsc|raw`.
-pub fn counter_arg(value: &str) -> Result<sandglass::clock::CounterChoice, Failure> {
-    use sandglass::clock::CounterChoice;
-    match value {
-        "auto" => Ok(CounterChoice::Auto),
-        "tsc" => Ok(CounterChoice::Tsc),
-        "raw" => Ok(CounterChoice::Raw),
-        _ => Err(Failure::usage(format!(
-            "--counter {value}: use auto, tsc or raw"
-        ))),
+/// A flag that takes one of a fixed set of values, typed: clap offers the values to
+/// completions and lists them in help, and refuses any other with the flag's own line.
+#[derive(Clone)]
+pub struct Choice<T: 'static> {
+    /// Each value as typed, lower case, and what it means.
+    values: &'static [(&'static str, T)],
+    /// The error line for a value outside the set.
+    refusal: fn(&str) -> String,
+}
+
+impl<T: Clone + Send + Sync + 'static> clap::builder::TypedValueParser for Choice<T> {
+    type Value = T;
+
+    fn parse_ref(
+        &self,
+        _cmd: &clap::Command,
+        _arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<T, clap::Error> {
+        let text = value.to_string_lossy();
+        let key = text.to_ascii_lowercase();
+        self.values
+            .iter()
+            .find(|(name, _)| *name == key)
+            .map(|(_, v)| v.clone())
+            .ok_or_else(|| {
+                clap::Error::raw(
+                    clap::error::ErrorKind::InvalidValue,
+                    (self.refusal)(&text) + "\n",
+                )
+            })
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(
+            self.values
+                .iter()
+                .map(|(name, _)| clap::builder::PossibleValue::new(*name)),
+        ))
     }
 }
+
+/// `--counter auto|tsc|raw`.
+pub const COUNTER: Choice<sandglass::clock::CounterChoice> = Choice {
+    values: &[
+        ("auto", sandglass::clock::CounterChoice::Auto),
+        ("tsc", sandglass::clock::CounterChoice::Tsc),
+        ("raw", sandglass::clock::CounterChoice::Raw),
+    ],
+    refusal: |v| format!("--counter {v}: use auto, tsc or raw"),
+};
+
+/// `--timer hr|native|timerfd|posix|busy`.
+pub const TIMER: Choice<sandglass::model::TimerKind> = Choice {
+    values: &[
+        ("hr", sandglass::model::TimerKind::Hr),
+        ("native", sandglass::model::TimerKind::Native),
+        ("timerfd", sandglass::model::TimerKind::Timerfd),
+        ("posix", sandglass::model::TimerKind::Posix),
+        ("busy", sandglass::model::TimerKind::Busy),
+    ],
+    refusal: |v| format!("--timer {v}: unknown timer; use hr, native, timerfd, posix or busy"),
+};
+
+/// `--mode absolute|resync`: whether releases follow each wakeup (`resync`).
+pub const MODE: Choice<bool> = Choice {
+    values: &[("absolute", false), ("resync", true)],
+    refusal: |v| {
+        format!(
+            "--mode {v}: use absolute (a fixed release grid) or resync (one interval after each wakeup)"
+        )
+    },
+};
 
 /// `--cpu-dma-latency US|off`.
 pub fn pm_qos_arg(value: &str) -> Result<Option<u32>, Failure> {

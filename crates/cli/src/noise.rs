@@ -1,8 +1,6 @@
 //! `sandglass noise`: OS noise on every chosen CPU.
 
-use crate::common::{
-    counter_arg, cpus_arg, pm_qos_arg, policy_arg, time_arg, Failure, LoadFlags, TraceFlags,
-};
+use crate::common::{cpus_arg, pm_qos_arg, policy_arg, time_arg, Failure, LoadFlags, TraceFlags};
 use clap::Args;
 use sandglass::noise::{self, NoiseConfig};
 use std::path::PathBuf;
@@ -56,8 +54,8 @@ pub struct NoiseArgs {
     #[command(flatten)]
     pub quiet: crate::common::QuietFlag,
     /// What the engine reads for time: auto, tsc or raw
-    #[arg(long, default_value = "auto")]
-    pub counter: String,
+    #[arg(long, default_value = "auto", value_parser = crate::common::COUNTER)]
+    pub counter: sandglass::clock::CounterChoice,
     #[command(flatten)]
     pub loads: LoadFlags,
     /// Snapshots per second of /proc/interrupts, softirqs, stat and the threads' context
@@ -98,7 +96,7 @@ pub fn config(a: &NoiseArgs) -> Result<NoiseConfig, Failure> {
         allow_rt_busy: a.allow_rt_busy,
         cpu_dma_latency_us: pm_qos_arg(&a.cpu_dma_latency)?,
         output_dir: a.output.clone(),
-        counter: counter_arg(&a.counter)?,
+        counter: a.counter,
         loads: a.loads.plan()?,
         sample_hz: a.sample_rate,
         trace: a.trace.options()?,

@@ -1,8 +1,6 @@
 //! `sandglass timer`: timer wakeup latency on every chosen CPU.
 
-use crate::common::{
-    counter_arg, cpus_arg, pm_qos_arg, policy_arg, time_arg, Failure, LoadFlags, TraceFlags,
-};
+use crate::common::{cpus_arg, pm_qos_arg, policy_arg, time_arg, Failure, LoadFlags, TraceFlags};
 use clap::Args;
 use sandglass::model::TimerKind;
 use sandglass::timer::{self, TimerConfig};
@@ -36,12 +34,18 @@ pub struct TimerArgs {
     pub duration: String,
     /// How to wait: hr (clock_nanosleep, absolute), native (relative nanosleep), timerfd,
     /// posix (timer_create) or busy (spin)
-    #[arg(long, default_value = "hr")]
-    pub timer: String,
+    #[arg(long, default_value = "hr", value_parser = crate::common::TIMER)]
+    pub timer: TimerKind,
     /// absolute: releases on a fixed grid, as cyclictest; resync: one interval after each
     /// wakeup, as Hourglass's LAT
-    #[arg(long, default_value = "absolute")]
-    pub mode: String,
+    #[arg(
+        long = "mode",
+        value_name = "MODE",
+        default_value = "absolute",
+        value_parser = crate::common::MODE,
+        action = clap::ArgAction::Set
+    )]
+    pub resync: bool,
     /// Thresholds of the "samples later than" table, such as 100us,1ms (default: 1, 5, 10 and
     /// 50 ms plus a hundredth, a twentieth, a tenth and a half of the interval)
     #[arg(long, value_delimiter = ',')]
@@ -64,8 +68,8 @@ pub struct TimerArgs {
     #[command(flatten)]
     pub quiet: crate::common::QuietFlag,
     /// What the engine reads for time: auto, tsc or raw
-    #[arg(long, default_value = "auto")]
-    pub counter: String,
+    #[arg(long, default_value = "auto", value_parser = crate::common::COUNTER)]
+    pub counter: sandglass::clock::CounterChoice,
     #[command(flatten)]
     pub loads: LoadFlags,
     /// Snapshots per second of /proc/interrupts, softirqs, stat and the threads' context
@@ -83,28 +87,7 @@ pub struct TimerArgs {
 /// Turns the options into a configuration, refusing bad values with one clear line.
 pub fn config(a: &TimerArgs) -> Result<TimerConfig, Failure> {
     let interval = time_arg("-i", &a.interval)?;
-    let kind = match a.timer.to_ascii_lowercase().as_str() {
-        "hr" => TimerKind::Hr,
-        "native" => TimerKind::Native,
-        "timerfd" => TimerKind::Timerfd,
-        "posix" => TimerKind::Posix,
-        "busy" => TimerKind::Busy,
-        _ => {
-            return Err(Failure::usage(format!(
-                "--timer {}: unknown timer; use hr, native, timerfd, posix or busy",
-                a.timer
-            )))
-        }
-    };
-    let resync = match a.mode.as_str() {
-        "absolute" => false,
-        "resync" => true,
-        other => {
-            return Err(Failure::usage(format!(
-                "--mode {other}: use absolute (a fixed release grid) or resync (one interval after each wakeup)"
-            )))
-        }
-    };
+    let (kind, resync) = (a.timer, a.resync);
     let thresholds = match &a.thresholds {
         Some(list) => list
             .iter()
@@ -126,7 +109,7 @@ pub fn config(a: &TimerArgs) -> Result<TimerConfig, Failure> {
         main_cpu,
         cpu_dma_latency_us: pm_qos_arg(&a.cpu_dma_latency)?,
         output_dir: a.output.clone(),
-        counter: counter_arg(&a.counter)?,
+        counter: a.counter,
         loads: a.loads.plan()?,
         sample_hz: a.sample_rate,
         trace: a.trace.options()?,
