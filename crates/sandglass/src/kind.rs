@@ -111,21 +111,6 @@ impl RunKind {
     pub fn has_samples(&self) -> bool {
         matches!(self, RunKind::Timer | RunKind::Noise | RunKind::Hourglass)
     }
-
-    /// The bench kind `sandglass bench NAME` writes (`copy` → `bench-copy`).
-    pub fn of_bench(name: &str) -> Option<RunKind> {
-        RunKind::KNOWN
-            .into_iter()
-            .find(|k| k.is_bench() && k.as_str().strip_prefix("bench-") == Some(name))
-    }
-
-    /// The names of every known kind, for error messages and completions.
-    pub fn known_names() -> Vec<&'static str> {
-        RunKind::KNOWN
-            .iter()
-            .filter_map(RunKind::known_name)
-            .collect()
-    }
 }
 
 /// What a key figure counts, and so how it is written.
@@ -338,7 +323,6 @@ mod tests {
             assert_eq!(json, format!("\"{}\"", k.as_str()));
             assert_eq!(serde_json::from_str::<RunKind>(&json).unwrap(), k);
         }
-        assert_eq!(RunKind::known_names().len(), RunKind::KNOWN.len());
     }
 
     #[test]
@@ -348,16 +332,5 @@ mod tests {
         assert_eq!(serde_json::to_string(&k).unwrap(), "\"bench-tlb\"");
         assert!(!k.is_bench() && !k.has_samples());
         assert_eq!(RunKind::default().as_str(), "");
-    }
-
-    #[test]
-    fn bench_kinds_are_named_by_their_subcommand() {
-        assert_eq!(RunKind::of_bench("copy"), Some(RunKind::BenchCopy));
-        assert_eq!(
-            RunKind::of_bench("timer-overhead"),
-            Some(RunKind::BenchTimerOverhead)
-        );
-        assert_eq!(RunKind::of_bench("timer"), None);
-        assert_eq!(RunKind::of_bench("bench-copy"), None);
     }
 }
