@@ -214,9 +214,17 @@ fn reserve(dir: &Path) {
     }
 }
 
-/// Removes the reserve of the run directory `dir`, if it has one.
+/// Removes the reserve of the run directory `dir`, if it has one: only a regular file with one
+/// link that this user owns, as [`reserve`] wrote it. A link or another user's file in its
+/// place is left as it is (a study resumed as root may be in a directory another user wrote).
 pub fn release_reserve(dir: &Path) {
-    let _ = std::fs::remove_file(dir.join(RESERVE_FILE));
+    use std::os::unix::fs::MetadataExt;
+    let path = dir.join(RESERVE_FILE);
+    if let Ok(m) = path.symlink_metadata() {
+        if m.is_file() && m.nlink() == 1 && m.uid() == sandglass_sys::process::euid() {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
 }
 
 /// An open run directory, locked against other writers for as long as any clone of it lives.
@@ -1080,5 +1088,40 @@ mod tests {
         let e = r.read("../escape.csv").expect_err("outside");
         assert!(matches!(e, ReadError::Outside { .. }), "{e}");
         assert!(e.to_string().contains("outside the run directory"), "{e}");
+    }
+
+    /// Only the reserve this user wrote is removed: a link in its place (and what it points
+    /// to) and, as root, another user's file are left.
+    #[test]
+    fn only_the_users_own_reserve_is_released() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        reserve(dir);
+        assert!(dir.join(RESERVE_FILE).is_file());
+        release_reserve(dir);
+        assert!(!dir.join(RESERVE_FILE).exists());
+        let target = dir.join("precious");
+        std::fs::write(&target, b"keep").unwrap();
+        std::os::unix::fs::symlink(&target, dir.join(RESERVE_FILE)).unwrap();
+        release_reserve(dir);
+        assert!(
+            dir.join(RESERVE_FILE).symlink_metadata().is_ok(),
+            "the link was removed"
+        );
+        assert_eq!(std::fs::read(&target).unwrap(), b"keep");
+        std::fs::remove_file(dir.join(RESERVE_FILE)).unwrap();
+        std::fs::hard_link(&target, dir.join(RESERVE_FILE)).unwrap();
+        release_reserve(dir);
+        assert!(dir.join(RESERVE_FILE).exists(), "a second link was removed");
+        std::fs::remove_file(dir.join(RESERVE_FILE)).unwrap();
+        if sandglass_sys::process::euid() == 0 {
+            std::fs::write(dir.join(RESERVE_FILE), b"theirs").unwrap();
+            std::os::unix::fs::chown(dir.join(RESERVE_FILE), Some(65534), Some(65534)).unwrap();
+            release_reserve(dir);
+            assert!(
+                dir.join(RESERVE_FILE).exists(),
+                "another user's file was removed"
+            );
+        }
     }
 }
