@@ -150,7 +150,7 @@ fn open_existing() -> Result<Option<Catalog>, Failure> {
     if !base.is_dir() {
         return Ok(None);
     }
-    if catalog::write_access(&base).is_ok() {
+    if store::access::write_access(&base).is_ok() {
         return open(&base).map(Some);
     }
     let c = Catalog::open_read(&base).map_err(fail)?;
@@ -644,7 +644,7 @@ fn pack(ids: &[String], output: &Path) -> Result<u8, Failure> {
 /// `runs import ARCHIVE`.
 fn import_archive(archive: &Path) -> Result<u8, Failure> {
     let base = store::default_base();
-    if let Err(cause) = catalog::write_access(&base) {
+    if let Err(cause) = store::access::write_access(&base) {
         return Err(fail(CatalogError::ReadOnly { base, cause }));
     }
     let added = store::pack::unpack(archive, &base).map_err(|e| match e {

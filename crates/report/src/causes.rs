@@ -1,9 +1,9 @@
 //! The explanation section of timer and noise reports: what was unusual around the largest
 //! delays, periodic trains, and the busiest interrupt sources per CPU.
 
-use crate::text::count;
 use sandglass::causes::attribute::{CauseKind, Why};
 use sandglass::causes::Causes;
+use sandglass::units::group_digits as count;
 use sandglass::Nanos;
 use std::io::{self, Write};
 

@@ -26,6 +26,7 @@
 
 use crate::analysis::significance::{bootstrap_percentile_ci, mann_whitney};
 use crate::histo::{self, Percentiles};
+pub use crate::merge::CompareError;
 use crate::store::table::{tables, TableReader};
 use crate::store::{ReadError, RunReader};
 use crate::RunKind;
@@ -35,30 +36,6 @@ use thiserror::Error;
 
 /// Most samples per run in the test and the bootstrap.
 pub const TEST_SAMPLES: usize = 20_000;
-
-/// Why runs cannot be compared.
-#[derive(Debug, Error)]
-pub enum CompareError {
-    #[error(transparent)]
-    Read(#[from] ReadError),
-    #[error("{run}: a {kind} run; compare reads timer and noise runs")]
-    Kind { run: PathBuf, kind: String },
-    #[error("{a} is a {ka} run and {b} a {kb} run: compare runs of one kind")]
-    Mixed {
-        a: PathBuf,
-        ka: String,
-        b: PathBuf,
-        kb: String,
-    },
-    #[error("{path}: line {line}: {what}")]
-    Data {
-        path: PathBuf,
-        line: usize,
-        what: String,
-    },
-    #[error("{run}: no samples to compare")]
-    Empty { run: PathBuf },
-}
 
 /// One run's data: its figures and a thinned sample for the tests.
 #[derive(Clone, Debug)]

@@ -144,6 +144,14 @@ fn segment(
     Ok(total)
 }
 
+/// Prints the duration with the largest unit that keeps it at or above 1, with up to three
+/// decimals and no trailing zeros: `1.5 ms`, `87 µs`, `3 s`, `250 ns`.
+impl std::fmt::Display for Nanos {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&format_human(*self))
+    }
+}
+
 /// Formats a duration for people: the largest unit that keeps the value at or above 1, up to
 /// three decimals, trailing zeros removed (`1.5 ms`, `87 µs`, `3 s`, `0 ns`).
 pub fn format_human(d: Nanos) -> String {

@@ -7,13 +7,37 @@
 //! significant digits. The merged figures pool every CPU of every run — a fleet's distribution
 //! — where a single run's summary gives its worst CPU (docs/json.md); the output says so.
 
-use crate::compare::CompareError;
 use crate::engine::record::new_histogram;
 use crate::histo::{self, Histogram, Percentiles};
-use crate::store::RunReader;
+use crate::store::{ReadError, RunReader};
 use crate::RunKind;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
+use thiserror::Error;
+
+/// Why runs cannot be compared or merged.
+#[derive(Debug, Error)]
+pub enum CompareError {
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    #[error("{run}: a {kind} run; compare reads timer and noise runs")]
+    Kind { run: PathBuf, kind: String },
+    #[error("{a} is a {ka} run and {b} a {kb} run: compare runs of one kind")]
+    Mixed {
+        a: PathBuf,
+        ka: String,
+        b: PathBuf,
+        kb: String,
+    },
+    #[error("{path}: line {line}: {what}")]
+    Data {
+        path: PathBuf,
+        line: usize,
+        what: String,
+    },
+    #[error("{run}: no samples to compare")]
+    Empty { run: PathBuf },
+}
 
 /// The version of `report --merge --json`.
 pub const JSON_SCHEMA: &str = "sandglass-merge/1";

@@ -610,7 +610,7 @@ pub fn build(
                 spikes: l.all().unwrap_or_default(),
             })
             .collect();
-        causes.kernel = crate::causes::attribute_run(m, &all);
+        causes.kernel = m.attribute(&all);
         crate::causes::reconcile(&mut causes);
         warnings.extend(
             causes

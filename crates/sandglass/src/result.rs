@@ -186,7 +186,7 @@ pub fn write_totals(
             histogram: h,
         })
         .collect();
-    let name = store::data::TOTALS_LOG;
+    let name = store::TOTALS_LOG;
     let log = crate::histo::write_interval_log(comments, Some(m.started), &entries).map_err(
         |source| StoreError::Write {
             path: m.dir.path().join(name),

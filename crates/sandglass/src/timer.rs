@@ -829,7 +829,7 @@ pub fn build(
                 spikes: v.as_slice(),
             })
             .collect();
-        causes.kernel = crate::causes::attribute_run(m, &refs);
+        causes.kernel = m.attribute(&refs);
         crate::causes::reconcile(&mut causes);
         warnings.extend(
             causes

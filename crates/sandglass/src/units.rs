@@ -4,7 +4,6 @@
 //! stored figure is integer nanoseconds in a field whose name ends in `_ns`.
 
 use serde::{Deserialize, Serialize};
-use std::fmt;
 
 /// A count with thousands separators: `1,234,567`.
 pub fn group_digits(n: u64) -> String {
@@ -99,14 +98,6 @@ impl std::ops::Sub for Nanos {
     type Output = Nanos;
     fn sub(self, rhs: Nanos) -> Nanos {
         Nanos(self.0 - rhs.0)
-    }
-}
-
-/// Prints the duration with the largest unit that keeps it at or above 1, with up to three
-/// decimals and no trailing zeros: `1.5 ms`, `87 µs`, `3 s`, `250 ns`.
-impl fmt::Display for Nanos {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&crate::duration::format_human(*self))
     }
 }
 

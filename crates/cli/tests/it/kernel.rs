@@ -412,7 +412,7 @@ fn sigint_stops_cleanly_and_keeps_results() {
     let _g = lock();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("run");
-    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("sandglass"))
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("sandglass"))
         .args([
             "hourglass",
             "-n",
@@ -434,7 +434,7 @@ fn sigint_stops_cleanly_and_keeps_results() {
         .spawn()
         .unwrap();
     // Wait until the measurement has started (the manifest exists), then one more second.
-    common::wait_until("the run's manifest", || dir.join("manifest.json").exists());
+    common::wait_for_run(&mut child, &dir);
     std::thread::sleep(Duration::from_millis(1500));
     sandglass_sys::signal::send_to_process(child.id() as i32, sandglass_sys::signal::SIGINT)
         .unwrap();
@@ -1076,8 +1076,9 @@ fn stopped_run(
 /// Starts `args -o dir` and returns it `into` its run (counted from its manifest's creation).
 /// It runs in a process group of its own in this session, as a shell's job does: the kernel
 /// discards a terminal stop sent to an orphaned group, and the test's own group may be one.
+/// Panics with the command's error output if it ends before its run has begun.
 fn measuring(args: &[&str], dir: &Path, into: Duration) -> std::process::Child {
-    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("sandglass"))
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("sandglass"))
         .args(args)
         .arg("-o")
         .arg(dir)
@@ -1086,7 +1087,7 @@ fn measuring(args: &[&str], dir: &Path, into: Duration) -> std::process::Child {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    common::wait_until("the run's manifest", || dir.join("manifest.json").exists());
+    common::wait_for_run(&mut child, dir);
     std::thread::sleep(into);
     child
 }

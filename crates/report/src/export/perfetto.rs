@@ -18,7 +18,7 @@
 //! with the trace without any offset (tested).
 
 use super::{cpu_threads, kernel_events, write_atomic, wrong_kind, ExportError};
-use sandglass::causes::attribute::Traced;
+use sandglass::causes::tracefs_raw::Traced;
 use sandglass::store::table::{tables, TableReader};
 use sandglass::store::RunReader;
 use sandglass::RunKind;

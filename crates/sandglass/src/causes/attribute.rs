@@ -17,21 +17,10 @@
 //! measuring thread itself, and time outside the trace, is unexplained: on a virtual machine,
 //! that is where the host's steal shows.
 
-use super::tracefs_raw::Event;
+use super::tracefs_raw::{Event, Traced};
 use super::wakeup::{self, Activation, WakeLatency};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
-
-/// One kernel event on a CPU, at a CLOCK_MONOTONIC time in ns.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Traced {
-    pub ts_ns: u64,
-    pub cpu: usize,
-    /// The task current when the event was recorded (the record's `common_pid`; in an
-    /// interrupt, the task it interrupted), when known.
-    pub pid: Option<i32>,
-    pub event: Event,
-}
 
 /// What a cause is.
 #[derive(

@@ -27,14 +27,6 @@
 use super::sampler::Digest;
 use serde::{Deserialize, Serialize};
 
-/// A delay to explain, on CLOCK_MONOTONIC.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SpikeAt {
-    pub cpu: usize,
-    pub at_ns: u64,
-    pub size_ns: u64,
-}
-
 /// A source that was unusual in a spike's interval.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Abnormal {
@@ -388,7 +380,7 @@ pub fn explain(
 
 #[cfg(test)]
 mod tests {
-    use super::super::sampler::{SamplerSpec, Snapshot};
+    use super::super::sampler::{SamplerSpec, Snapshot, SpikeAt};
     use super::*;
     use crate::causes::procfs::CpuStat;
 

@@ -37,9 +37,9 @@
 //!
 //! Empty cells are "" for text and 0 for numbers (−1 for `id`, `prio` and `prev_*` numbers).
 
-use super::attribute::{Explained, Traced};
+use super::attribute::Explained;
 use super::tracefs::KernelTrace;
-use super::tracefs_raw::Event;
+use super::tracefs_raw::{Event, Traced};
 use crate::store::table::{tables, Batch, Limits, TableReader, TableWriter};
 use crate::store::{FileEntry, ReadError, RunReader, StoreError};
 use parquet::data_type::ByteArray;

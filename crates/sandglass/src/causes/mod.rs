@@ -24,9 +24,9 @@ pub fn default_sample_hz() -> u32 {
     DEFAULT_SAMPLE_HZ
 }
 
-pub use explain::SpikeAt;
 use explain::{explain, Explanation};
 use sampler::Digest;
+pub use sampler::SpikeAt;
 use serde::{Deserialize, Serialize};
 use trains::{find_trains, Spike, Train, TrainConfig};
 
@@ -153,13 +153,17 @@ pub struct CpuSpikes<'a> {
     pub spikes: &'a [Spike],
 }
 
-/// The exact attribution of `spikes` (per CPU, times from the run's start) from the run's
-/// kernel trace, when it has one.
-pub fn attribute_run(m: &crate::runner::Measured, spikes: &[CpuSpikes]) -> Option<KernelCauses> {
-    let k = m.kernel.as_ref()?;
-    // The trace's times are CLOCK_MONOTONIC, the run's count CLOCK_MONOTONIC_RAW from its
-    // start: each is turned into the other by the run's whole calibration.
-    let map = m.calibration.clock_map(m.start_tick);
+/// The exact attribution of `spikes` (per CPU, times from the run's start) from the kernel
+/// trace `k` of the run in `dir` whose measuring threads are `tids`. The trace's times are
+/// CLOCK_MONOTONIC, the run's CLOCK_MONOTONIC_RAW from its start: `map` (the run's whole
+/// calibration) turns each into the other.
+pub fn attribute_run(
+    dir: &std::path::Path,
+    k: &tracefs::KernelTrace,
+    map: crate::clock::ClockMap,
+    tids: &[i32],
+    spikes: &[CpuSpikes],
+) -> Option<KernelCauses> {
     let mono = |t_ns: u64| map.run_to_monotonic_ns(t_ns as i64).max(0) as u64;
     let zero = mono(0);
     let windows: Vec<attribute::Window> = spikes
@@ -174,7 +178,7 @@ pub fn attribute_run(m: &crate::runner::Measured, spikes: &[CpuSpikes]) -> Optio
         })
         .collect();
     // The trace is read once, in pieces of bounded size, however long the run.
-    let mut pieces = attribute::Chunked::new(&k.cpus, &m.tids, &windows, PIECE_EVENTS);
+    let mut pieces = attribute::Chunked::new(&k.cpus, tids, &windows, PIECE_EVENTS);
     let read = k.each_event(|e| pieces.push(e));
     let a = pieces.finish();
     let policies = policies(&a.causes);
@@ -208,13 +212,10 @@ pub fn attribute_run(m: &crate::runner::Measured, spikes: &[CpuSpikes]) -> Optio
         }
     }
     let (written, decoded) = match read {
-        Ok(n) => (
-            kernel_store::write(m.dir.path(), k, n.events, &a.explained, zero),
-            n,
-        ),
+        Ok(n) => (kernel_store::write(dir, k, n.events, &a.explained, zero), n),
         Err(e) => (
             Err(crate::store::StoreError::Write {
-                path: m.dir.path().join(tracefs::SPILL_DIR),
+                path: dir.join(tracefs::SPILL_DIR),
                 source: e,
             }),
             tracefs::Decoded::default(),

@@ -15,10 +15,9 @@
 //! table of value counts (what the medians of [`super::explain`] need), and only the intervals
 //! that hold the largest spikes are kept, chosen as the spikes arrive ([`Digest`]).
 
-use super::explain::SpikeAt;
 use super::procfs::{self, CpuStat, Names, Scratch, TextBuf};
 use crate::store::append::AppendFile;
-use crate::store::{FileEntry, StoreError};
+use crate::store::{FileEntry, StoreError, SAMPLER_DESCRIPTION, SAMPLER_FORMAT};
 use std::path::Path;
 
 /// What to sample.
@@ -180,17 +179,22 @@ pub struct Sampler<S: Source> {
     digest: DigestBuilder,
 }
 
-/// `sampler.csv`'s format.
-pub const CSV_FORMAT: &str = "sandglass-sampler-csv/1";
-const CSV_DESCRIPTION: &str = "per sampler interval (ns from the run's start) and measured CPU: interrupt and softirq counts, steal ticks; per measuring thread: context switches";
 const CSV_HEADER: &str = "interval_start_ns,interval_end_ns,cpu,kind,name,count\n";
+
+/// A delay to explain, on CLOCK_MONOTONIC.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SpikeAt {
+    pub cpu: usize,
+    pub at_ns: u64,
+    pub size_ns: u64,
+}
 
 impl<S: Source> Sampler<S> {
     /// A sampler for `spec` writing `sampler.csv` into `dir`; the source names are those present
     /// now (a device that appears later is not followed).
     pub fn new(source: S, spec: SamplerSpec, dir: &Path) -> Sampler<S> {
         let mut s = Sampler::without_file(source, spec);
-        s.csv = AppendFile::create(dir, "sampler.csv", CSV_FORMAT, CSV_DESCRIPTION)
+        s.csv = AppendFile::create(dir, "sampler.csv", SAMPLER_FORMAT, SAMPLER_DESCRIPTION)
             .and_then(|mut f| f.append(CSV_HEADER.as_bytes()).map(|()| f))
             .ok();
         s

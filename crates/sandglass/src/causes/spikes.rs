@@ -9,7 +9,7 @@
 //! median size of those kept and the smaller ones are let go, so a long run keeps its largest
 //! spikes, spread over the whole run, in a fixed amount of memory.
 
-use super::explain::SpikeAt;
+use super::sampler::SpikeAt;
 use super::trains::Spike;
 use crate::engine::record::{new_histogram, record};
 use hdrhistogram::Histogram;

@@ -30,8 +30,7 @@
 //! sandglass mounted it (the same mount, by its id in `/proc/self/mountinfo`) and no living
 //! sandglass has an instance in it.
 
-use super::attribute::Traced;
-use super::tracefs_raw::{self, DecodeError, Decoder, Format, PageLayout};
+use super::tracefs_raw::{self, DecodeError, Decoder, Format, PageLayout, Traced};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, ErrorKind, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;

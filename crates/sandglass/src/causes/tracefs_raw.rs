@@ -56,6 +56,17 @@
 
 use std::collections::HashMap;
 
+/// One kernel event on a CPU, at a CLOCK_MONOTONIC time in ns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Traced {
+    pub ts_ns: u64,
+    pub cpu: usize,
+    /// The task current when the event was recorded (the record's `common_pid`; in an
+    /// interrupt, the task it interrupted), when known.
+    pub pid: Option<i32>,
+    pub event: Event,
+}
+
 /// Why an event's `format` file, `events/header_page`, a page of `trace_pipe_raw` or a record
 /// could not be read. Each message names what is malformed and where; a kernel that lays its
 /// events out in a way this reader does not know gives these, and `--trace` then counts the
@@ -2239,7 +2250,6 @@ mod tests {
     /// pages decoded at once, the clock-check marker left out.
     #[test]
     fn pages_kept_on_disk_decode_to_the_same_events() {
-        use crate::causes::attribute::Traced;
         use crate::causes::tracefs::{KernelTrace, RawPages};
         let decoder = Decoder::new(&all_formats());
         let mut direct: Vec<Traced> = Vec::new();

@@ -24,8 +24,7 @@
 //! thread), without its expiry. The distributions over every activation are
 //! rtla's: IRQ latency = callback − expiry, thread latency = switch-in − expiry.
 
-use super::attribute::Traced;
-use super::tracefs_raw::Event;
+use super::tracefs_raw::{Event, Traced};
 use crate::engine::record::{new_histogram, record};
 use crate::histo::{percentiles, Histogram, Percentiles};
 use serde::{Deserialize, Serialize};

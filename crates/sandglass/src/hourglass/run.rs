@@ -471,7 +471,7 @@ fn causes(
                 spikes: l.all().unwrap_or_default(),
             })
             .collect();
-        causes.kernel = crate::causes::attribute_run(m, &all);
+        causes.kernel = m.attribute(&all);
         crate::causes::reconcile(&mut causes);
     }
     causes

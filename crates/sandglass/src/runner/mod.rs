@@ -54,7 +54,7 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 use thiserror::Error;
 
-pub use crate::causes::explain::SpikeAt;
+pub use crate::causes::sampler::SpikeAt;
 pub use crate::clock::Timebase;
 pub use crate::plan::{Threshold, ThresholdAction, DEFAULT_SETTLE};
 
@@ -300,6 +300,17 @@ impl Drop for SignalHold {
 }
 
 impl Measured {
+    /// The exact attribution of `spikes` (per CPU, times from the run's start) from the run's
+    /// kernel trace, when it has one.
+    pub fn attribute(
+        &self,
+        spikes: &[crate::causes::CpuSpikes],
+    ) -> Option<crate::causes::KernelCauses> {
+        let k = self.kernel.as_ref()?;
+        let map = self.calibration.clock_map(self.start_tick);
+        crate::causes::attribute_run(self.dir.path(), k, map, &self.tids, spikes)
+    }
+
     /// The `clock` section of the manifest: the counter, its calibration over the run, and the
     /// run's time zero on the counter and on CLOCK_MONOTONIC.
     pub fn clock_json(&self) -> serde_json::Value {

@@ -7,7 +7,7 @@ use super::extras::Extras;
 use super::host::{Host, Signal, Stop};
 use super::threads::Threads;
 use super::{Calibrated, LiveRow, Observer, Prepared, Sink, Supervised, Timebase};
-use crate::causes::explain::SpikeAt;
+use crate::causes::sampler::SpikeAt;
 use crate::causes::sampler::{Proc, Sampler, SamplerSpec};
 use crate::clock;
 use crate::engine::merge;

@@ -15,9 +15,6 @@ use crate::histo;
 use hdrhistogram::Histogram;
 use std::collections::BTreeMap;
 
-/// The file of whole-run histograms.
-pub const TOTALS_LOG: &str = "totals.hlog";
-
 /// One CPU's whole-run histograms.
 #[derive(Clone, Debug)]
 pub struct CpuTotals {
@@ -90,7 +87,7 @@ pub fn totals(run: &RunReader) -> Result<Totals, ReadError> {
         }
         Ok(!out.cpus.is_empty())
     };
-    if run.has(TOTALS_LOG) && whole(TOTALS_LOG, &mut out)? {
+    if run.has(super::TOTALS_LOG) && whole(super::TOTALS_LOG, &mut out)? {
         return Ok(out);
     }
     if run.has("histograms.hlog") {

@@ -22,6 +22,7 @@
 //! The format is versioned by `schema_version`; later versions add fields and files, never
 //! change the meaning of existing ones. `docs/run-format.md` documents it.
 
+pub mod access;
 pub mod append;
 pub mod data;
 pub mod pack;
@@ -67,7 +68,7 @@ pub enum StoreError {
     #[error("cannot write a run into {}: {cause}; {}", .base.display(), .cause.fix())]
     Store {
         base: PathBuf,
-        cause: crate::catalog::ReadOnly,
+        cause: access::ReadOnly,
     },
     #[error("cannot write {path}: {source}")]
     Write {
@@ -332,7 +333,7 @@ impl RunDir {
         }
         // Root writes no run into a runs directory another user owns (they could have planted
         // it), and nobody into a read-only one.
-        if let Err(cause) = crate::catalog::write_access(base) {
+        if let Err(cause) = access::write_access(base) {
             return Err(StoreError::Store {
                 base: base.to_path_buf(),
                 cause,
@@ -444,11 +445,8 @@ fn streamed_file(kind: &crate::RunKind, name: &str) -> Option<(String, String)> 
     }
     let (format, description) = match name {
         "histograms.hlog" => (HLOG_FORMAT, HLOG_DESCRIPTION),
-        data::TOTALS_LOG => (HLOG_FORMAT, TOTALS_DESCRIPTION),
-        "sampler.csv" => (
-            crate::causes::sampler::CSV_FORMAT,
-            "per sampler interval (ns from the run's start) and measured CPU: interrupt and softirq counts, steal ticks; per measuring thread: context switches",
-        ),
+        TOTALS_LOG => (HLOG_FORMAT, TOTALS_DESCRIPTION),
+        "sampler.csv" => (SAMPLER_FORMAT, SAMPLER_DESCRIPTION),
         _ => return None,
     };
     Some((format.to_string(), description.to_string()))
@@ -459,6 +457,13 @@ pub const HLOG_FORMAT: &str = "hdrhistogram-interval-log/1.3";
 /// What `histograms.hlog` holds.
 pub const HLOG_DESCRIPTION: &str = "HdrHistogram interval log (V2 compressed, values in ns, StartTime and BaseTime the run's time zero): one histogram per CPU and second, written as each second closed";
 
+/// The format of `sampler.csv`, the cause sampler's counts.
+pub const SAMPLER_FORMAT: &str = "sandglass-sampler-csv/1";
+/// What `sampler.csv` holds.
+pub const SAMPLER_DESCRIPTION: &str = "per sampler interval (ns from the run's start) and measured CPU: interrupt and softirq counts, steal ticks; per measuring thread: context switches";
+
+/// The file of whole-run histograms.
+pub const TOTALS_LOG: &str = "totals.hlog";
 /// What `totals.hlog` holds.
 pub const TOTALS_DESCRIPTION: &str = "HdrHistogram interval log (V2 compressed, values in ns): per CPU, the whole-run histograms recorded by the measuring threads";
 

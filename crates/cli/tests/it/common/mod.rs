@@ -97,6 +97,25 @@ pub fn wait_until_within(what: &str, guard: Duration, mut done: impl FnMut() -> 
     }
 }
 
+/// Waits until the run `child` writes into `dir` has begun (its manifest exists); panics with
+/// the command's exit status and error output if it ends first (refused, or failed to start),
+/// or with a [`hang_guard`] message.
+pub fn wait_for_run(child: &mut std::process::Child, dir: &std::path::Path) {
+    let manifest = dir.join("manifest.json");
+    let mut ended = None;
+    wait_until("the run's manifest", || {
+        ended = child.try_wait().unwrap();
+        ended.is_some() || manifest.exists()
+    });
+    if let (Some(status), false) = (ended, manifest.exists()) {
+        let mut stderr = String::new();
+        if let Some(mut e) = child.stderr.take() {
+            let _ = std::io::Read::read_to_string(&mut e, &mut stderr);
+        }
+        panic!("the command ended ({status}) before its run began: {stderr}");
+    }
+}
+
 /// Waits until `child` has a thread named `comm` and returns its id; panics if `child` ends
 /// first, or with a [`hang_guard`] message.
 pub fn wait_for_thread(child: &mut std::process::Child, comm: &str) -> String {
