@@ -13,7 +13,9 @@ idle machine:
   over its iterations) and its interruptions per second.
 
 Prints Markdown: medians of the repetitions per build, and the median of the paired ratios
-(this build over the other, repetition by repetition).
+(this build over the other, repetition by repetition) with how many pairs had this build
+above: with 7 repetitions, 6 or 7 of 7 on one side is the least a sign test calls a difference
+(two-sided p = 0.125 at 6, 0.016 at 7); fewer is within the run's noise.
 
     python3 bench/versions.py OTHER_BINARY [--cpu 1] [--seconds 10] [--reps 7]
 
@@ -81,7 +83,9 @@ def main():
 
     def ratio(k, key):
         rs = [x[key] / y[key] for x, y in zip(rows[("this", k)], rows[("other", k)]) if x[key] and y[key]]
-        return statistics.median(rs) if rs else None
+        if not rs:
+            return "n/a"
+        return f"{statistics.median(rs):.3f} ({sum(r > 1 for r in rs)} of {len(rs)} above 1)"
 
     def f(v, d=2):
         return "n/a" if v is None else f"{v:.{d}f}"
@@ -94,7 +98,7 @@ def main():
                              ("timer", "process_us", "timer: CPU per wakeup, whole process (µs)", 2),
                              ("noise", "iteration_ns", "noise: mean loop iteration (ns)", 2),
                              ("noise", "per_s", "noise: interruptions per s", 1)):
-        print(f"| {label} | {f(med('this', k, key), d)} | {f(med('other', k, key), d)} | {f(ratio(k, key), 3)} |")
+        print(f"| {label} | {f(med('this', k, key), d)} | {f(med('other', k, key), d)} | {ratio(k, key)} |")
     print()
     for b in builds:
         t = ", ".join(f"{f(r['thread_us'])}/{f(r['process_us'])}" for r in rows[(b, "timer")])

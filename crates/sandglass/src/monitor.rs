@@ -49,6 +49,11 @@ pub trait MonitorObserver: Observer {
     fn segment(&mut self, _result: &TimerResult) {}
     /// A segment was removed by the retention rules.
     fn removed(&mut self, _entry: &Entry, _why: &str) {}
+    /// Whether another segment is wanted: `false` ends the monitor before the next one starts
+    /// (its reader went away).
+    fn more(&self) -> bool {
+        true
+    }
 }
 
 /// The command line's marker of a monitor's segment (`sandglass monitor` or `sandglass top`).
@@ -247,7 +252,7 @@ pub fn run(
     let mut last = None;
     let (mut last_dir, mut last_detail) = (String::new(), String::new());
     while config.segments.is_none_or(|max| n < max) {
-        if stop_pending() {
+        if stop_pending() || !obs.more() {
             break;
         }
         let result = timer::run_live(&config.timer, ctx, obs, Some(live.clone()))?;

@@ -14,6 +14,7 @@ use sandglass::store::RunState;
 use sandglass::timer::{self, TimerConfig, TimerResult};
 use sandglass::units::Nanos;
 use sandglass::warning::Warning;
+use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -74,6 +75,10 @@ pub struct MonitorArgs {
     /// q quits
     #[arg(long)]
     pub top: bool,
+    /// Print each segment's result as it ends, one line of JSON (the object `timer --json`
+    /// prints) on standard output
+    #[arg(long, conflicts_with = "top")]
+    pub json: bool,
     #[command(flatten)]
     pub quiet: QuietFlag,
 }
@@ -197,6 +202,10 @@ struct MonitorConsole {
     inner: Console,
     said: std::collections::HashSet<String>,
     held: Option<Vec<String>>,
+    /// With `--json`: each segment's result goes to standard output, until its reader goes away.
+    json: bool,
+    /// Standard output could not be written: its reader went away, or it failed.
+    output_closed: bool,
 }
 
 impl MonitorConsole {
@@ -246,7 +255,26 @@ impl Observer for MonitorConsole {
 }
 
 impl MonitorObserver for MonitorConsole {
+    fn more(&self) -> bool {
+        !self.output_closed
+    }
     fn segment(&mut self, r: &TimerResult) {
+        if self.json && !self.output_closed {
+            let stdout = std::io::stdout();
+            let mut out = stdout.lock();
+            let written = serde_json::to_writer(&mut out, r)
+                .map_err(std::io::Error::from)
+                .and_then(|()| writeln!(out))
+                .and_then(|()| out.flush());
+            if let Err(e) = written {
+                self.output_closed = true;
+                if e.kind() != std::io::ErrorKind::BrokenPipe {
+                    self.say(format!(
+                        "sandglass: error: writing the output: {e}; the monitor ends after this segment"
+                    ));
+                }
+            }
+        }
         let releases: u64 = r.cpus.iter().map(|c| c.count).sum();
         let missed: u64 = r.cpus.iter().map(|c| c.missed_releases).sum();
         let worst =
@@ -269,6 +297,11 @@ impl MonitorObserver for MonitorConsole {
 /// `sandglass monitor`, or with `top` (`sandglass top`, `--top`) the live table.
 pub fn monitor(a: &MonitorArgs, top: bool) -> Result<u8, Failure> {
     let top = top || a.top;
+    if top && a.json {
+        return Err(Failure::usage(
+            "--json prints each segment for other tools; the live table is for a person: leave one out",
+        ));
+    }
     if top && !(sandglass_sys::tty::is_terminal(0) && sandglass_sys::tty::is_terminal(1)) {
         return Err(Failure::usage(
             "the live table needs a terminal for its input and output: run it in one, or leave --top out (and use --listen for other tools)",
@@ -337,6 +370,8 @@ pub fn monitor(a: &MonitorArgs, top: bool) -> Result<u8, Failure> {
         inner: Console::new(),
         said: Default::default(),
         held: top.then(Vec::new),
+        json: a.json,
+        output_closed: false,
     };
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let display = if top {

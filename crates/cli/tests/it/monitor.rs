@@ -296,6 +296,7 @@ fn retention_keeps_the_newest_segment_under_a_disk_limit() {
             "3",
             "--max-disk",
             "1",
+            "--json",
         ],
     );
     assert_eq!(out.code, Some(0), "{}", out.stderr);
@@ -305,6 +306,18 @@ fn retention_keeps_the_newest_segment_under_a_disk_limit() {
         "{}",
         out.stderr
     );
+    // --json: each segment's result, one line of `timer --json` each, as it ended.
+    let segments: Vec<serde_json::Value> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert_eq!(segments.len(), 3, "{}", out.stdout);
+    for s in &segments {
+        assert_eq!(s["kind"], "timer", "{s}");
+        assert_eq!(s["state"], "completed", "{s}");
+        assert!(s["cpus"][0]["count"].as_u64().unwrap() > 0, "{s}");
+    }
     assert!(out.stderr.contains("beyond --max-disk 1"), "{}", out.stderr);
     let listed = runs_json(runs.path());
     let rows = listed["runs"].as_array().unwrap();
@@ -370,6 +383,7 @@ fn bad_monitor_flags_are_usage_errors() {
         (vec!["--max-disk", "lots"], "--max-disk lots"),
         (vec!["--listen", "localhost"], "--listen localhost"),
         (vec!["--segment", "0s"], "--segment"),
+        (vec!["--json", "--top"], "--json"),
     ] {
         let mut a = vec!["monitor", "-c", "1"];
         a.extend(&args);
@@ -823,6 +837,10 @@ fn top_without_a_terminal_is_a_usage_error() {
     let out = run_in(runs.path(), &["top", "-c", "1"]);
     assert_eq!(out.code, Some(2), "{}", out.stderr);
     assert!(out.stderr.contains("needs a terminal"), "{}", out.stderr);
+    // The live table and --json's lines for other tools are one or the other.
+    let out = run_in(runs.path(), &["top", "-c", "1", "--json"]);
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(out.stderr.contains("--json"), "{}", out.stderr);
 }
 
 /// Waits up to `ms` for `master` to have something and reads it into `text`: `Some(true)` when
