@@ -424,3 +424,42 @@ fn root_writes_no_run_into_a_directory_another_user_planted() {
     assert!(planted.status.success(), "nobody's link");
     refused(&link, "is a symbolic link", &target);
 }
+
+/// Root's `study --resume DIR` of a study in a directory another user owns, or through a link,
+/// is refused before anything is written into it (not even the study's lock).
+#[test]
+fn root_resumes_no_study_in_another_users_directory() {
+    if !is_root() {
+        skip("only root's resume is refused here (CI runs as root)");
+        return;
+    }
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v2/study");
+    let place = tempfile::tempdir().expect("tempdir");
+    let runs = place.path().join("runs");
+    let listing = |dir: &Path| {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let refused = |dir: &Path, why: &str, inside: &Path| {
+        let before = listing(inside);
+        let out = common::run_in(&runs, &["study", "--resume", dir.to_str().unwrap()]);
+        assert_eq!(out.code, Some(2), "{}", out.stderr);
+        assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+        assert!(out.stderr.contains(why), "{}", out.stderr);
+        assert_eq!(listing(inside), before, "{}", inside.display());
+    };
+    let theirs = place.path().join("theirs");
+    common::copy_tree(&fixture, &theirs);
+    std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).expect("chown");
+    refused(&theirs, "is owned by uid 65534", &theirs);
+    let own = place.path().join("own");
+    common::copy_tree(&fixture, &own);
+    let link = place.path().join("link");
+    std::os::unix::fs::symlink(&own, &link).expect("symlink");
+    refused(&link, "is a symbolic link", &own);
+}

@@ -271,25 +271,42 @@ fn lock_new(path: &Path) -> Result<Option<std::sync::Arc<DirLock>>, StoreError> 
 /// As root, refuses a run directory that is a link or owned by another user (checked after
 /// it was made or found: another user may have made it first, in /tmp for example).
 fn planted(p: &Path) -> Result<(), StoreError> {
-    use std::os::unix::fs::MetadataExt;
     if sandglass_sys::process::euid() != 0 {
         return Ok(());
     }
-    let refuse = |what: String| StoreError::Planted {
-        path: p.to_path_buf(),
-        what,
-    };
     let m = std::fs::symlink_metadata(p).map_err(|source| StoreError::Create {
         path: p.to_path_buf(),
         source,
     })?;
+    match foreign(&m) {
+        Some(what) => Err(StoreError::Planted {
+            path: p.to_path_buf(),
+            what,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// As root, what makes the directory `p` unsafe to write into: it is a symbolic link, or
+/// another user owns it (they could plant links in it while root writes). `None` for a process
+/// that is not root, for root's own directory, and when `p` cannot be read (opening it then
+/// says why).
+pub fn foreign_to_root(p: &Path) -> Option<String> {
+    if sandglass_sys::process::euid() != 0 {
+        return None;
+    }
+    foreign(&std::fs::symlink_metadata(p).ok()?)
+}
+
+fn foreign(m: &std::fs::Metadata) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
     if m.file_type().is_symlink() {
-        return Err(refuse("is a symbolic link".into()));
+        Some("is a symbolic link".into())
+    } else if m.uid() != 0 {
+        Some(format!("is owned by uid {}", m.uid()))
+    } else {
+        None
     }
-    if m.uid() != 0 {
-        return Err(refuse(format!("is owned by uid {}", m.uid())));
-    }
-    Ok(())
 }
 
 impl RunDir {

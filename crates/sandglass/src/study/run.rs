@@ -481,6 +481,13 @@ pub fn resume(
     ctx: &RunContext,
     obs: &mut dyn StudyObserver,
 ) -> Result<StudyOutcome, StudyError> {
+    // Root writes the cells' runs (and the lock) only into a directory of its own.
+    if let Some(what) = store::foreign_to_root(dir) {
+        return Err(StudyError::Usage(format!(
+            "--resume {}: {what}: root resumes only a study in a directory of its own (another user could plant links in it while its cells write); resume it as that user, or run the study afresh",
+            dir.display()
+        )));
+    }
     // Held until the study stops: a second process cannot resume it at the same time, and a
     // process that dies leaves it to be marked by the next start.
     let lock = match store::DirLock::try_acquire(dir) {
