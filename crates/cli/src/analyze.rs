@@ -231,8 +231,8 @@ pub struct WorstCaseArgs {
     #[arg(long, value_delimiter = ',')]
     pub thresholds: Option<Vec<String>>,
     /// Usage pattern preset: continuous, office, workstation, games, web, consumer
-    #[arg(long, default_value = "continuous")]
-    pub usage: String,
+    #[arg(long, default_value = "continuous", value_parser = crate::common::USAGE)]
+    pub usage: &'static sandglass::analysis::worst_case::Preset,
     /// Hours of use per day (overrides the preset)
     #[arg(long)]
     pub hours_per_day: Option<f64>,
@@ -690,17 +690,7 @@ fn worst_case_cmd(s: &WorstCaseArgs) -> Result<u8, Failure> {
             ))
         }
     };
-    let preset = worst_case::preset(&s.usage).ok_or_else(|| {
-        Failure::usage(format!(
-            "--usage {}: use one of {}",
-            s.usage,
-            worst_case::PRESETS
-                .iter()
-                .map(|p| p.name)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ))
-    })?;
+    let preset = s.usage;
     let mut usage = preset.usage;
     if let Some(h) = s.hours_per_day {
         usage.hours_per_day = h;

@@ -5,7 +5,6 @@
 use crate::common::{context, exit_code_for, policy_arg, print_json, time_arg, Console, Failure};
 use clap::{Args, Subcommand};
 use sandglass::microbench::{self, budget, copy, ctxsw, file, ipc, timer_overhead};
-use sandglass::model::TimerKind;
 use sandglass::runner::RunError;
 use sandglass::store::RunState;
 use std::io::{self, Write};
@@ -72,14 +71,15 @@ pub struct CopyArgs {
 pub struct IpcArgs {
     /// Mechanisms: pipe, unix-stream, unix-dgram, tcp, mq, shm-futex, shm-eventfd, several
     /// separated by commas, or all
-    #[arg(long, default_value = "all")]
-    pub mech: String,
+    // A whole list is one value (`::std::vec::Vec` keeps clap from taking it as many).
+    #[arg(long, default_value = "all", value_parser = crate::common::MECHANISMS)]
+    pub mech: ::std::vec::Vec<sandglass::microbench::ipc::Mechanism>,
     /// Message sizes, such as 1,64,4K,1M
     #[arg(long, default_value = "1,64,1K,4K,16K,64K,256K,1M")]
     pub sizes: String,
     /// same-cpu (both sides on one CPU) or cross-cpu (one CPU each)
-    #[arg(long, default_value = "same-cpu")]
-    pub placement: String,
+    #[arg(long, default_value = "same-cpu", value_parser = crate::common::PLACEMENT)]
+    pub placement: sandglass::microbench::Placement,
     /// The client's CPU, then the server's for cross-cpu, such as 1 or 0,1 (default: the
     /// highest CPUs this process may use)
     #[arg(long)]
@@ -134,8 +134,8 @@ pub struct FileArgs {
     #[arg(long, default_value = "256MiB")]
     pub size: String,
     /// Methods: buffered, read, mmap, direct, several separated by commas, or all
-    #[arg(long, default_value = "all")]
-    pub methods: String,
+    #[arg(long, default_value = "all", value_parser = crate::common::METHODS)]
+    pub methods: ::std::vec::Vec<sandglass::microbench::file::Method>,
     /// Block sizes of the read method
     #[arg(long, default_value = "4K,16K,64K,256K,1M,4M")]
     pub block_sizes: String,
@@ -158,8 +158,8 @@ pub struct TimerOverheadArgs {
     #[arg(long, default_value = "100,10000")]
     pub rates: String,
     /// Timer kinds: hr, timerfd, posix, native, several separated by commas, or all
-    #[arg(long, default_value = "all")]
-    pub timers: String,
+    #[arg(long, default_value = "all", value_parser = crate::common::OVERHEAD_TIMERS)]
+    pub timers: ::std::vec::Vec<sandglass::model::TimerKind>,
     /// Length of one phase at one rate
     #[arg(long, default_value = "500ms")]
     pub phase: String,
@@ -292,9 +292,9 @@ pub fn bench(a: &BenchArgs) -> Result<u8, Failure> {
         }
         BenchKind::Ipc(c) => {
             let config = ipc::IpcConfig {
-                mechanisms: ipc::parse_mechanisms(&c.mech).map_err(Failure::usage)?,
+                mechanisms: c.mech.clone(),
                 sizes: size_list("--sizes", &c.sizes)?,
-                placement: microbench::Placement::parse(&c.placement).map_err(Failure::usage)?,
+                placement: c.placement,
                 cpus: c.cpus.as_deref().map(cpu_pair).transpose()?,
                 policy: policy_arg(&c.policy)?,
                 cell_time_ns: positive_time("--cell-time", &c.cell_time)?,
@@ -354,7 +354,7 @@ pub fn bench(a: &BenchArgs) -> Result<u8, Failure> {
             let config = file::FileConfig {
                 dir: c.dir.clone().unwrap_or_else(std::env::temp_dir),
                 size_bytes: size_one("--size", &c.size)?,
-                methods: file::parse_methods(&c.methods).map_err(Failure::usage)?,
+                methods: c.methods.clone(),
                 block_sizes: size_list("--block-sizes", &c.block_sizes)?,
                 drop_caches: c.drop_caches,
                 freetime: !c.no_freetime,
@@ -385,27 +385,8 @@ pub fn bench(a: &BenchArgs) -> Result<u8, Failure> {
                         c.rates
                     ))
                 })?;
-            let timers = if c.timers.trim() == "all" {
-                timer_overhead::KINDS.to_vec()
-            } else {
-                c.timers
-                    .split(',')
-                    .map(|t| {
-                        TimerKind::parse(t)
-                            .ok()
-                            .filter(|k| timer_overhead::KINDS.contains(k))
-                            .ok_or_else(|| {
-                                Failure::usage(format!(
-                                    "--timers {}: unknown timer '{}'; use hr, timerfd, posix, native or all",
-                                    c.timers,
-                                    t.trim()
-                                ))
-                            })
-                    })
-                    .collect::<Result<Vec<_>, _>>()?
-            };
             let config = timer_overhead::TimerOverheadConfig {
-                timers,
+                timers: c.timers.clone(),
                 rates_hz: [rates[0], rates[1]],
                 phase_ns: positive_time("--phase", &c.phase)?,
                 repeat: c.repeat,

@@ -297,17 +297,18 @@ pub fn policy_arg(value: &str) -> Result<sandglass::policy::Policy, Failure> {
     sandglass::policy::Policy::parse(value).map_err(|e| Failure::usage(format!("-P {value}: {e}")))
 }
 
-/// A flag that takes one of a fixed set of values, typed: clap offers the values to
-/// completions and lists them in help, and refuses any other with the flag's own line.
+/// A flag that takes one of a fixed set of values, or whose value the library parses (several
+/// names separated by commas, or `all`; a preset's name): typed at the command line, its names
+/// offered to completions and listed in help, and any other value refused with the flag's own
+/// line.
 #[derive(Clone)]
-pub struct Choice<T: 'static> {
-    /// Each value as typed, lower case, and what it means.
-    values: &'static [(&'static str, T)],
-    /// The error line for a value outside the set.
-    refusal: fn(&str) -> String,
+pub struct Parsed<T: 'static> {
+    /// The names a value is made of, for completions and help.
+    names: fn() -> Vec<&'static str>,
+    parse: fn(&str) -> Result<T, String>,
 }
 
-impl<T: Clone + Send + Sync + 'static> clap::builder::TypedValueParser for Choice<T> {
+impl<T: Clone + Send + Sync + 'static> clap::builder::TypedValueParser for Parsed<T> {
     type Value = T;
 
     fn parse_ref(
@@ -316,60 +317,147 @@ impl<T: Clone + Send + Sync + 'static> clap::builder::TypedValueParser for Choic
         _arg: Option<&clap::Arg>,
         value: &std::ffi::OsStr,
     ) -> Result<T, clap::Error> {
-        let text = value.to_string_lossy();
-        let key = text.to_ascii_lowercase();
-        self.values
-            .iter()
-            .find(|(name, _)| *name == key)
-            .map(|(_, v)| v.clone())
-            .ok_or_else(|| {
-                clap::Error::raw(
-                    clap::error::ErrorKind::InvalidValue,
-                    (self.refusal)(&text) + "\n",
-                )
-            })
+        (self.parse)(&value.to_string_lossy())
+            .map_err(|e| clap::Error::raw(clap::error::ErrorKind::InvalidValue, e + "\n"))
     }
 
     fn possible_values(
         &self,
     ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
         Some(Box::new(
-            self.values
-                .iter()
-                .map(|(name, _)| clap::builder::PossibleValue::new(*name)),
+            (self.names)()
+                .into_iter()
+                .map(clap::builder::PossibleValue::new),
         ))
     }
 }
 
-/// `--counter auto|tsc|raw`.
-pub const COUNTER: Choice<sandglass::clock::CounterChoice> = Choice {
-    values: &[
-        ("auto", sandglass::clock::CounterChoice::Auto),
-        ("tsc", sandglass::clock::CounterChoice::Tsc),
-        ("raw", sandglass::clock::CounterChoice::Raw),
-    ],
-    refusal: |v| format!("--counter {v}: use auto, tsc or raw"),
+/// `names`, then `all`.
+fn and_all(names: impl Iterator<Item = &'static str>) -> Vec<&'static str> {
+    names.chain(["all"]).collect()
+}
+
+/// `--mech pipe,tcp,...|all` of `bench ipc`.
+pub const MECHANISMS: Parsed<Vec<sandglass::microbench::ipc::Mechanism>> = Parsed {
+    names: || {
+        and_all(
+            sandglass::microbench::ipc::Mechanism::ALL
+                .iter()
+                .map(|m| m.name()),
+        )
+    },
+    parse: |v| sandglass::microbench::ipc::parse_mechanisms(v).map_err(|e| e.to_string()),
 };
+
+/// `--placement same-cpu|cross-cpu` of `bench ipc`.
+pub const PLACEMENT: Parsed<sandglass::microbench::Placement> = Parsed {
+    names: || {
+        [
+            sandglass::microbench::Placement::SameCpu,
+            sandglass::microbench::Placement::CrossCpu,
+        ]
+        .map(|p| p.name())
+        .to_vec()
+    },
+    parse: |v| sandglass::microbench::Placement::parse(v).map_err(|e| e.to_string()),
+};
+
+/// `--methods buffered,read,...|all` of `bench file`.
+pub const METHODS: Parsed<Vec<sandglass::microbench::file::Method>> = Parsed {
+    names: || {
+        and_all(
+            sandglass::microbench::file::Method::ALL
+                .iter()
+                .map(|m| m.name()),
+        )
+    },
+    parse: |v| sandglass::microbench::file::parse_methods(v).map_err(|e| e.to_string()),
+};
+
+/// `--timers hr,timerfd,...|all` of `bench timer-overhead`.
+pub const OVERHEAD_TIMERS: Parsed<Vec<sandglass::model::TimerKind>> = Parsed {
+    // sandglass::microbench::timer_overhead::KINDS as typed (a unit test keeps them equal).
+    names: || vec!["hr", "timerfd", "posix", "native", "all"],
+    parse: |v| sandglass::microbench::timer_overhead::parse_timers(v).map_err(|e| e.to_string()),
+};
+
+/// `--usage continuous|office|...` of `analyze worst-case`.
+pub const USAGE: Parsed<&'static sandglass::analysis::worst_case::Preset> = Parsed {
+    names: || {
+        sandglass::analysis::worst_case::PRESETS
+            .iter()
+            .map(|p| p.name)
+            .collect()
+    },
+    parse: |v| {
+        sandglass::analysis::worst_case::preset(v).ok_or_else(|| {
+            format!(
+                "--usage {v}: use one of {}",
+                sandglass::analysis::worst_case::PRESETS
+                    .iter()
+                    .map(|p| p.name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })
+    },
+};
+
+/// The names of a fixed set of values.
+fn names_of<T>(values: &'static [(&'static str, T)]) -> Vec<&'static str> {
+    values.iter().map(|(name, _)| *name).collect()
+}
+
+/// The value named `text` (in any case) among `values`.
+fn pick<T: Clone>(values: &[(&str, T)], text: &str) -> Option<T> {
+    let key = text.to_ascii_lowercase();
+    values
+        .iter()
+        .find(|(name, _)| *name == key)
+        .map(|(_, v)| v.clone())
+}
+
+const COUNTERS: &[(&str, sandglass::clock::CounterChoice)] = &[
+    ("auto", sandglass::clock::CounterChoice::Auto),
+    ("tsc", sandglass::clock::CounterChoice::Tsc),
+    ("raw", sandglass::clock::CounterChoice::Raw),
+];
+
+/// `--counter auto|tsc|raw`.
+pub const COUNTER: Parsed<sandglass::clock::CounterChoice> = Parsed {
+    names: || names_of(COUNTERS),
+    parse: |v| pick(COUNTERS, v).ok_or_else(|| format!("--counter {v}: use auto, tsc or raw")),
+};
+
+const TIMERS: &[(&str, sandglass::model::TimerKind)] = &[
+    ("hr", sandglass::model::TimerKind::Hr),
+    ("native", sandglass::model::TimerKind::Native),
+    ("timerfd", sandglass::model::TimerKind::Timerfd),
+    ("posix", sandglass::model::TimerKind::Posix),
+    ("busy", sandglass::model::TimerKind::Busy),
+];
 
 /// `--timer hr|native|timerfd|posix|busy`.
-pub const TIMER: Choice<sandglass::model::TimerKind> = Choice {
-    values: &[
-        ("hr", sandglass::model::TimerKind::Hr),
-        ("native", sandglass::model::TimerKind::Native),
-        ("timerfd", sandglass::model::TimerKind::Timerfd),
-        ("posix", sandglass::model::TimerKind::Posix),
-        ("busy", sandglass::model::TimerKind::Busy),
-    ],
-    refusal: |v| format!("--timer {v}: unknown timer; use hr, native, timerfd, posix or busy"),
+pub const TIMER: Parsed<sandglass::model::TimerKind> = Parsed {
+    names: || names_of(TIMERS),
+    parse: |v| {
+        pick(TIMERS, v).ok_or_else(|| {
+            format!("--timer {v}: unknown timer; use hr, native, timerfd, posix or busy")
+        })
+    },
 };
 
+const MODES: &[(&str, bool)] = &[("absolute", false), ("resync", true)];
+
 /// `--mode absolute|resync`: whether releases follow each wakeup (`resync`).
-pub const MODE: Choice<bool> = Choice {
-    values: &[("absolute", false), ("resync", true)],
-    refusal: |v| {
-        format!(
-            "--mode {v}: use absolute (a fixed release grid) or resync (one interval after each wakeup)"
-        )
+pub const MODE: Parsed<bool> = Parsed {
+    names: || names_of(MODES),
+    parse: |v| {
+        pick(MODES, v).ok_or_else(|| {
+            format!(
+                "--mode {v}: use absolute (a fixed release grid) or resync (one interval after each wakeup)"
+            )
+        })
     },
 };
 
@@ -689,4 +777,63 @@ pub fn resolve_run(arg: &str) -> Result<std::path::PathBuf, String> {
             None
         };
     sandglass::catalog::resolve_run(&base, catalog.as_ref(), arg).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::builder::TypedValueParser;
+
+    fn parse<T: Clone + Send + Sync + 'static>(p: &Parsed<T>, text: &str) -> Result<T, String> {
+        p.parse_ref(&clap::Command::new("t"), None, std::ffi::OsStr::new(text))
+            .map_err(|e| e.to_string())
+    }
+
+    fn names<T: Clone + Send + Sync + 'static>(p: &Parsed<T>) -> Vec<String> {
+        p.possible_values()
+            .into_iter()
+            .flatten()
+            .map(|v| v.get_name().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn the_timer_overhead_names_are_the_kinds_it_measures() {
+        let mut kinds: Vec<String> = sandglass::microbench::timer_overhead::KINDS
+            .iter()
+            .map(|k| k.name().to_ascii_lowercase())
+            .collect();
+        kinds.push("all".into());
+        assert_eq!(names(&OVERHEAD_TIMERS), kinds);
+    }
+
+    #[test]
+    fn parsed_flags_offer_their_names_and_refuse_with_the_librarys_line() {
+        use sandglass::microbench::ipc::Mechanism;
+        assert_eq!(
+            parse(&MECHANISMS, "pipe,tcp,pipe"),
+            Ok(vec![Mechanism::Pipe, Mechanism::Tcp])
+        );
+        assert_eq!(
+            parse(&MECHANISMS, "all").map(|v| v.len()),
+            Ok(Mechanism::ALL.len())
+        );
+        let e = parse(&MECHANISMS, "pipe,smoke").unwrap_err();
+        assert!(e.contains("--mech smoke: unknown mechanism"), "{e}");
+        assert!(names(&MECHANISMS).contains(&"shm-futex".to_string()));
+        assert_eq!(names(&PLACEMENT), ["same-cpu", "cross-cpu"]);
+        assert!(parse(&PLACEMENT, "far")
+            .unwrap_err()
+            .contains("--placement far"));
+        assert!(names(&METHODS).contains(&"direct".to_string()));
+        assert!(parse(&METHODS, "mmap,slow").is_err());
+        assert_eq!(parse(&OVERHEAD_TIMERS, "hr,posix").map(|v| v.len()), Ok(2));
+        let e = parse(&OVERHEAD_TIMERS, "hr,busy").unwrap_err();
+        assert!(e.contains("--timers hr,busy: unknown timer 'busy'"), "{e}");
+        assert_eq!(parse(&USAGE, "office").map(|p| p.name), Ok("office"));
+        assert!(parse(&USAGE, "gaming")
+            .unwrap_err()
+            .contains("--usage gaming: use one of continuous, office"));
+        assert!(names(&USAGE).contains(&"games".to_string()));
+    }
 }

@@ -194,13 +194,7 @@ fn csv_headers(run: &Path, tmp: &Path) -> String {
         "--csv",
         dir.to_str().unwrap(),
     ]);
-    let mut names: Vec<String> = std::fs::read_dir(&dir)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
+    crate::common::names_in(&dir)
         .iter()
         .map(|n| {
             let text = std::fs::read_to_string(dir.join(n)).unwrap();

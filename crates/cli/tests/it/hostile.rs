@@ -436,22 +436,13 @@ fn root_resumes_no_study_in_another_users_directory() {
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v2/study");
     let place = tempfile::tempdir().expect("tempdir");
     let runs = place.path().join("runs");
-    let listing = |dir: &Path| {
-        let mut names: Vec<String> = std::fs::read_dir(dir)
-            .unwrap()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
-        names
-    };
     let refused = |dir: &Path, why: &str, inside: &Path| {
-        let before = listing(inside);
+        let before = common::names_in(inside);
         let out = common::run_in(&runs, &["study", "--resume", dir.to_str().unwrap()]);
         assert_eq!(out.code, Some(2), "{}", out.stderr);
         assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
         assert!(out.stderr.contains(why), "{}", out.stderr);
-        assert_eq!(listing(inside), before, "{}", inside.display());
+        assert_eq!(common::names_in(inside), before, "{}", inside.display());
     };
     let theirs = place.path().join("theirs");
     common::copy_tree(&fixture, &theirs);

@@ -49,6 +49,23 @@ pub const KINDS: [TimerKind; 4] = [
     TimerKind::Native,
 ];
 
+/// `--timers`: some of [`KINDS`] separated by commas (`hr,posix`), or `all`.
+pub fn parse_timers(text: &str) -> Result<Vec<TimerKind>, TimerOverheadError> {
+    if text.trim() == "all" {
+        return Ok(KINDS.to_vec());
+    }
+    text.split(',')
+        .map(|t| {
+            TimerKind::parse(t)
+                .ok()
+                .filter(|k| KINDS.contains(k))
+                .ok_or_else(|| {
+                    TimerOverheadError::UnknownTimer(text.to_string(), t.trim().to_string())
+                })
+        })
+        .collect()
+}
+
 /// What to measure.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TimerOverheadConfig {
@@ -208,6 +225,8 @@ fn schedule(config: &TimerOverheadConfig, t0: u64) -> Vec<Slot> {
 /// not be set up or waited on (named by its system call).
 #[derive(Clone, Debug, PartialEq, Error)]
 pub enum TimerOverheadError {
+    #[error("--timers {0}: unknown timer '{1}'; use hr, timerfd, posix, native or all")]
+    UnknownTimer(String, String),
     #[error("--rates: {0} Hz is outside 1 Hz to 50 kHz")]
     RateOutOfRange(f64),
     #[error("--rates: give two different rates, such as 100,10000")]
