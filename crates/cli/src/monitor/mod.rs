@@ -206,6 +206,8 @@ struct MonitorConsole {
     json: bool,
     /// Standard output could not be written: its reader went away, or it failed.
     output_closed: bool,
+    /// Why writing standard output failed, when its reader had not just gone away.
+    output_error: Option<String>,
 }
 
 impl MonitorConsole {
@@ -269,8 +271,9 @@ impl MonitorObserver for MonitorConsole {
             if let Err(e) = written {
                 self.output_closed = true;
                 if e.kind() != std::io::ErrorKind::BrokenPipe {
-                    self.say(format!(
-                        "sandglass: error: writing the output: {e}; the monitor ends after this segment"
+                    self.output_error = Some(format!(
+                        "writing the output: {e}; the monitor ended after segment {}",
+                        r.run.run_id
                     ));
                 }
             }
@@ -372,6 +375,7 @@ pub fn monitor(a: &MonitorArgs, top: bool) -> Result<u8, Failure> {
         held: top.then(Vec::new),
         json: a.json,
         output_closed: false,
+        output_error: None,
     };
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let display = if top {
@@ -409,6 +413,10 @@ pub fn monitor(a: &MonitorArgs, top: bool) -> Result<u8, Failure> {
         s.stop();
     }
     let ended = result?;
+    // A reader that went away is a quiet end; an output that failed is a failure.
+    if let Some(e) = console.output_error.take() {
+        return Err(Failure::runtime(e));
+    }
     // SIGTERM and SIGINT are how a monitor is meant to end: not a failure. A segment that
     // failed (its store could not be written, a thread did not stop) ends the monitor with the
     // run's exit code, so that a service manager restarts it.

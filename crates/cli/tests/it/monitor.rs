@@ -364,6 +364,36 @@ fn a_restart_after_a_kill_marks_the_segment_incomplete_and_carries_on() {
     assert_eq!(rows.len(), 2, "{listed}");
 }
 
+/// `--json` into an output that fails (a full disk: /dev/full) ends the monitor after that
+/// segment with exit code 1 and one error line; the segment itself is kept.
+#[test]
+fn a_json_output_that_fails_ends_the_monitor_with_an_error() {
+    let _machine = lock();
+    let runs = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("sandglass"))
+        .args([
+            "monitor",
+            "-c",
+            "1",
+            "--segment",
+            "500ms",
+            "--segments",
+            "3",
+            "--json",
+            "-q",
+        ])
+        .env("SANDGLASS_RUNS_DIR", runs.path())
+        .stdout(std::fs::File::create("/dev/full").unwrap())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("writing the output"), "{stderr}");
+    let listed = runs_json(runs.path());
+    assert_eq!(listed["runs"].as_array().unwrap().len(), 1, "{listed}");
+}
+
 #[test]
 fn bad_monitor_flags_are_usage_errors() {
     let runs = tempfile::tempdir().unwrap();
