@@ -7,7 +7,7 @@
 
 use crate::common;
 
-use common::{is_root, lock, run_in, skip, Out};
+use common::{is_root, lock, run_in, share, skip, Out};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -116,7 +116,7 @@ fn two_monitors_sharing_a_store_remove_only_their_own_segments() {
 /// is never deleted: not by retention, not by `runs rm`, which only forgets it and says so.
 #[test]
 fn an_imported_segment_is_never_deleted_by_retention_or_rm() {
-    let _machine = lock();
+    let _machine = share();
     let tmp = tempfile::tempdir().unwrap();
     let elsewhere = tmp.path().join("elsewhere");
     monitor(&elsewhere, "0", "off", "1");
@@ -152,7 +152,7 @@ fn an_imported_segment_is_never_deleted_by_retention_or_rm() {
 /// line, naming the runs the prefix matched.
 #[test]
 fn runs_rm_refuses_an_empty_or_ambiguous_id() {
-    let _machine = lock();
+    let _machine = share();
     let tmp = tempfile::tempdir().unwrap();
     let runs = tmp.path().join("runs");
     let a = timer_run(&runs);
@@ -241,7 +241,7 @@ fn root_lists_another_users_store_read_only_and_writes_nothing() {
         skip("needs root to give the store to another user");
         return;
     }
-    let _machine = lock();
+    let _machine = share();
     let tmp = tempfile::tempdir().unwrap();
     let runs = tmp.path().join("runs");
     timer_run(&runs);
@@ -256,7 +256,7 @@ fn a_store_this_user_cannot_write_is_listed_read_only() {
         skip("needs root to run sandglass as the user nobody");
         return;
     }
-    let _machine = lock();
+    let _machine = share();
     let tmp = tempfile::tempdir().unwrap();
     std::fs::set_permissions(
         tmp.path(),
@@ -295,7 +295,7 @@ fn a_store_on_a_read_only_mount_is_listed_read_only() {
         skip("needs root to mount");
         return;
     }
-    let _machine = lock();
+    let _machine = share();
     let tmp = tempfile::tempdir().unwrap();
     let src = tmp.path().join("src");
     timer_run(&src);

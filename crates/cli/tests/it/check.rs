@@ -69,7 +69,7 @@ fn bad_workloads_and_flags_are_usage_errors() {
 /// control loop: its slack is the 2 ms deadline, and it ends with a verdict, no panic.
 #[test]
 fn a_deadline_beyond_the_period_is_checked_without_a_panic() {
-    let _g = lock();
+    let _g = common::share();
     let runs = tempfile::tempdir().unwrap();
     for json in [false, true] {
         let mut args = vec!["check", "control:1ms:2ms", "-d", "2s", "-c", "1"];

@@ -17,7 +17,9 @@
 //!
 //! A command passes when it exits 0 (or, for a `compare` with a gate, 2: a gate crossed). A
 //! block preceded by `<!-- not run: REASON -->` is skipped with its reason. The examples set
-//! real-time priorities, so the test runs as root and skips otherwise.
+//! real-time priorities, so the tests run as root and skip otherwise. Two tests run them, the
+//! guide's and the other documents', each with fixtures of its own, beside each other: they
+//! assert only exit codes, so they share the machine ([`common::share`]).
 
 use crate::common;
 
@@ -170,6 +172,7 @@ fn sandglass(runs: &Path, cwd: &Path, args: &[&str]) {
     let out = Command::new(bin())
         .args(args)
         .env("SANDGLASS_RUNS_DIR", runs)
+        .env("SANDGLASS_RUNTIME_DIR", common::runtime_for(runs))
         .current_dir(cwd)
         .output()
         .unwrap();
@@ -221,6 +224,10 @@ fn fixtures(base: &Path) -> Fixtures {
     let out = Command::new(bin())
         .args(["timer", "-c", "1", "-d", "1s", "-o", "copied-run"])
         .env("SANDGLASS_RUNS_DIR", base.join("other-runs"))
+        .env(
+            "SANDGLASS_RUNTIME_DIR",
+            common::runtime_for(&base.join("other-runs")),
+        )
         .current_dir(&elsewhere)
         .output()
         .unwrap();
@@ -254,6 +261,7 @@ fn interrupted_study(f: &Fixtures, cwd: &Path, dir: Option<&str>) {
     let mut child = Command::new(bin())
         .args(&args)
         .env("SANDGLASS_RUNS_DIR", &f.runs)
+        .env("SANDGLASS_RUNTIME_DIR", common::runtime_for(&f.runs))
         .current_dir(cwd)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -416,6 +424,7 @@ fn run(cmd: &str, f: &Fixtures, cwd: &Path) -> (Option<i32>, String) {
         .arg(cmd)
         .env("PATH", path)
         .env("SANDGLASS_RUNS_DIR", &f.runs)
+        .env("SANDGLASS_RUNTIME_DIR", common::runtime_for(&f.runs))
         .current_dir(cwd)
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
@@ -458,9 +467,23 @@ fn repeats_alike(cmd: &str) -> bool {
         })
 }
 
+/// The guide's examples: the longest document, run beside [`the_other_documents_commands_run_as_written`].
 #[test]
-fn every_documented_command_runs_as_written() {
-    let _machine = common::lock();
+fn the_guides_commands_run_as_written() {
+    run_documents(|doc| doc == "docs/guide.md");
+}
+
+/// The examples of README.md and of every document but the guide.
+#[test]
+fn the_other_documents_commands_run_as_written() {
+    run_documents(|doc| doc != "docs/guide.md");
+}
+
+/// Runs the examples of the documents `chosen` picks (by their path from the repository's
+/// root), with fixtures of their own: two such tests share the machine ([`common::share`]),
+/// since they assert only exit codes.
+fn run_documents(chosen: impl Fn(&str) -> bool) {
+    let _machine = common::share();
     if !common::is_root() {
         common::skip(
             "the examples set real-time priorities and lock memory; run as root (CI does)",
@@ -477,6 +500,9 @@ fn every_documented_command_runs_as_written() {
     // Where each command that [`repeats_alike`] first ran and passed.
     let mut passed: HashMap<String, String> = HashMap::new();
     for doc in documents(&root) {
+        if !chosen(&doc.strip_prefix(&root).unwrap().display().to_string()) {
+            continue;
+        }
         let (list, skipped) = examples(&doc, &root);
         for s in skipped {
             eprintln!("not run: {s}");
@@ -525,7 +551,7 @@ fn every_documented_command_runs_as_written() {
             }
         }
     }
-    assert!(count > 40, "found only {count} examples");
+    assert!(count > 0, "found no examples");
     assert!(
         failures.is_empty(),
         "{} of {count} documented commands failed:\n{}",
@@ -537,6 +563,11 @@ fn every_documented_command_runs_as_written() {
 #[test]
 fn examples_are_found_and_adapted() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let count: usize = documents(&root)
+        .iter()
+        .map(|doc| examples(doc, &root).0.len())
+        .sum();
+    assert!(count > 40, "found only {count} examples");
     let (list, _) = examples(&root.join("README.md"), &root);
     assert!(list.iter().any(|e| e.command == "sandglass study quick"));
     // The comparison table's commands run too.

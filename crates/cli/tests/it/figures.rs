@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 
 fn sandglass(runs: &Path) -> Command {
     let mut c = Command::cargo_bin("sandglass").unwrap();
-    c.env("SANDGLASS_RUNS_DIR", runs);
+    c.env("SANDGLASS_RUNS_DIR", runs)
+        .env("SANDGLASS_RUNTIME_DIR", common::runtime_for(runs));
     c
 }
 
@@ -94,7 +95,7 @@ fn entries(v: &Value) -> Vec<Value> {
 
 #[test]
 fn one_runs_figures_agree_everywhere() {
-    let _machine = common::lock();
+    let _machine = common::share();
     if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
         common::skip("needs two CPUs for a run whose worst CPU matters");
         return;

@@ -5,7 +5,7 @@
 //! `tests/render.sh` renders the same pages in headless Chromium.
 
 use crate::common;
-use common::{lock, Guarded};
+use common::{share, Guarded};
 
 use assert_cmd::Command;
 use std::path::Path;
@@ -15,6 +15,7 @@ fn sandglass(dir: &Path, args: &[&str]) -> std::process::Output {
         .unwrap()
         .current_dir(dir)
         .env("SANDGLASS_RUNS_DIR", dir.join("runs"))
+        .env("SANDGLASS_RUNTIME_DIR", common::runtime_for(dir))
         .args(args)
         .guarded_output()
 }
@@ -75,7 +76,7 @@ fn assert_page(page: &str, kind: &str, expected: &[&str]) {
 
 #[test]
 fn pages_of_every_kind_draw_every_plot() {
-    let _guard = lock();
+    let _guard = share();
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     ok(d, &["timer", "-d", "1s", "-o", "t"]);
@@ -177,7 +178,7 @@ fn pages_of_every_kind_draw_every_plot() {
 
 #[test]
 fn bad_requests_and_damaged_runs_write_nothing() {
-    let _guard = lock();
+    let _guard = share();
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     ok(d, &["timer", "-d", "300ms", "-o", "t"]);

@@ -6,7 +6,7 @@
 //! the trace's consistency and the run directory.
 
 use crate::common;
-use common::{column, is_root, lock, rows, skip, Guarded};
+use common::{column, is_root, lock, rows, share, skip, Guarded};
 use sandglass::store::table::tables;
 
 use assert_cmd::Command;
@@ -544,13 +544,14 @@ fn unprivileged_run_downgrades_and_says_how_to_fix_it() {
 
 #[test]
 fn quick_runs_with_no_configuration() {
-    let _g = lock();
+    let _g = share();
     let tmp = tempfile::tempdir().unwrap();
     // The main job, shortened: `sandglass quick` is `sandglass study quick`.
     let out = Command::cargo_bin("sandglass")
         .unwrap()
         .args(["quick", "--duration-scale", "0.2"])
         .env("SANDGLASS_RUNS_DIR", tmp.path())
+        .env("SANDGLASS_RUNTIME_DIR", common::runtime_for(tmp.path()))
         .guarded_output();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(
@@ -1382,7 +1383,7 @@ fn analyses_read_measured_runs() {
 /// Hourglass §5.2's experiment runs end to end and gives every size its trials and a summary.
 #[test]
 fn cache_cost_experiment_runs() {
-    let _g = lock();
+    let _g = share();
     let tmp = tempfile::tempdir().unwrap();
     let out = Command::cargo_bin("sandglass")
         .unwrap()
@@ -1398,6 +1399,7 @@ fn cache_cost_experiment_runs() {
         ])
         .args(["--threads", "4", "--json"])
         .env("SANDGLASS_RUNS_DIR", tmp.path())
+        .env("SANDGLASS_RUNTIME_DIR", common::runtime_for(tmp.path()))
         .guarded_output();
     assert_eq!(
         out.status.code(),

@@ -95,7 +95,7 @@ fn a_run_killed_at_15_s_keeps_11_s_of_samples() {
 /// without the summary the run never wrote (the threads' ids are then 0).
 #[test]
 fn a_killed_hourglass_run_exports_its_trace() {
-    let _machine = common::lock();
+    let _machine = common::share();
     let tmp = tempfile::tempdir().unwrap();
     let runs = tmp.path().join("runs");
     let (mut child, killed) =
@@ -180,7 +180,7 @@ fn a_run_that_fills_its_disk_ends_cleanly() {
         common::skip("mounting a tmpfs needs root");
         return;
     }
-    let _machine = common::lock();
+    let _machine = common::share();
     let tmp = tempfile::tempdir().unwrap();
     let Some(fs) = Tmpfs::mount(&tmp.path().join("small"), "2m") else {
         common::skip("mount -t tmpfs failed");

@@ -3,7 +3,7 @@
 //! Prometheus server scraping it. Loopback only; every process is stopped by the test.
 
 use crate::common;
-use common::{lock, run_in, runtime_for, skip, Guarded};
+use common::{lock, run_in, runtime_for, share, skip, Guarded};
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -430,7 +430,7 @@ fn bad_monitor_flags_are_usage_errors() {
 /// measured CPU.
 #[test]
 fn hostile_http_clients_get_errors_and_the_server_stays_up() {
-    let _machine = lock();
+    let _machine = share();
     let runs = tempfile::tempdir().unwrap();
     let m = Monitor::start(runs.path(), &["-c", "1", "--segment", "1h"]);
     assert_eq!(status(&http(m.addr, b"GARBAGE\r\n\r\n")), 400);
@@ -590,7 +590,7 @@ fn hold(
 /// is printed, not asserted: a busy machine serves slowly.)
 #[test]
 fn scrapes_are_answered_while_200_idle_and_slowloris_connections_are_held() {
-    let _machine = lock();
+    let _machine = share();
     let runs = tempfile::tempdir().unwrap();
     let m = Monitor::start(runs.path(), &["-c", "1", "--segment", "1h"]);
     let (stop, reopened, holder) = hold(m.addr, 200);
@@ -648,7 +648,7 @@ fn a_real_prometheus_scrapes_the_monitor_and_agrees_with_its_samples() {
         skip("prometheus and promtool are not installed (Debian: apt-get install prometheus)");
         return;
     };
-    let _machine = lock();
+    let _machine = share();
     let runs = tempfile::tempdir().unwrap();
     let prom_dir = tempfile::tempdir().unwrap();
     let m = Monitor::start(runs.path(), &["-c", "1", "--segment", "1h"]);
@@ -1105,7 +1105,7 @@ fn strip_ansi(text: &str) -> String {
 /// monitor with exit code 1, for a service manager to restart it; the segment is kept.
 #[test]
 fn a_failed_segment_ends_the_monitor_with_exit_code_1() {
-    let _machine = lock();
+    let _machine = share();
     let runs = tempfile::tempdir().unwrap();
     let out = assert_cmd::Command::cargo_bin("sandglass")
         .unwrap()

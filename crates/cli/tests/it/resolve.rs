@@ -86,7 +86,7 @@ fn store() -> Store {
 
 #[test]
 fn every_command_takes_an_id_a_prefix_a_cell_and_a_directory() {
-    let _machine = common::lock();
+    let _machine = common::share();
     let s = store();
     let runs = s.runs.as_path();
     let ids = [
@@ -171,7 +171,7 @@ fn every_command_takes_an_id_a_prefix_a_cell_and_a_directory() {
 
 #[test]
 fn an_ambiguous_or_unknown_run_is_one_error_naming_what_it_found() {
-    let _machine = common::lock();
+    let _machine = common::share();
     let s = store();
     let runs = s.runs.as_path();
     // The date every id starts with: three runs and a study match it.

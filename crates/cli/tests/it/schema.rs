@@ -7,7 +7,7 @@
 //! process is not root; `sandglass load` needs no privilege and always runs.
 
 use crate::common;
-use common::{is_root, lock, skip, Guarded};
+use common::{is_root, share, skip, Guarded};
 
 use assert_cmd::Command;
 use serde_json::Value;
@@ -182,6 +182,7 @@ fn json_in(dir: &Path, args: &[&str]) -> Value {
         .unwrap()
         .args(args)
         .env("SANDGLASS_RUNS_DIR", dir)
+        .env("SANDGLASS_RUNTIME_DIR", common::runtime_for(dir))
         .current_dir(dir)
         .guarded_output();
     assert!(
@@ -342,7 +343,7 @@ fn every_schema_is_a_valid_draft_2020_12_schema() {
 
 #[test]
 fn load_json_matches_its_schema() {
-    let _g = lock();
+    let _g = share();
     let v = json_of(&["load", "cpu:1", "-d", "1s", "--json"]);
     check("load", &v, &["/loads/0/per_s"]);
 }
@@ -355,7 +356,7 @@ fn sysinfo_json_matches_its_schema() {
 
 #[test]
 fn bench_and_runs_json_match_their_schemas() {
-    let _g = lock();
+    let _g = share();
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     let shown = d.display().to_string();
@@ -448,7 +449,7 @@ fn bench_and_runs_json_match_their_schemas() {
 
 #[test]
 fn calibrate_json_matches_its_schema() {
-    let _g = lock();
+    let _g = share();
     let v = json_of(&["calibrate", "-d", "100ms", "--json"]);
     check(
         "calibrate",
@@ -461,7 +462,7 @@ fn calibrate_json_matches_its_schema() {
 /// short Hourglass run (neither needs root).
 #[test]
 fn analyze_json_matches_its_schemas() {
-    let _g = lock();
+    let _g = share();
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
@@ -478,6 +479,7 @@ fn analyze_json_matches_its_schemas() {
         .unwrap()
         .args(["hourglass", "-n", "2", "-d", "1s", "-x", "-o", "hg"])
         .env("SANDGLASS_RUNS_DIR", d)
+        .env("SANDGLASS_RUNTIME_DIR", common::runtime_for(d))
         .current_dir(d)
         .guarded_output();
     assert!(hourglass.status.success());
@@ -591,7 +593,7 @@ fn analyze_rta_validate_json_matches_its_schema() {
         skip("analyze rta --validate needs SCHED_FIFO (root)");
         return;
     }
-    let _g = lock();
+    let _g = share();
     let tmp = tempfile::tempdir().unwrap();
     let tasks = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/hourglass-5.5.toml");
     let v = json_in(
@@ -680,7 +682,7 @@ fn merge_json_matches_its_schema() {
 
 #[test]
 fn hourglass_summary_matches_its_schema() {
-    let _g = lock();
+    let _g = share();
     let tmp = tempfile::tempdir().unwrap();
     let out = Command::cargo_bin("sandglass")
         .unwrap()
@@ -701,6 +703,7 @@ fn hourglass_summary_matches_its_schema() {
             "--json",
         ])
         .env("SANDGLASS_RUNS_DIR", tmp.path())
+        .env("SANDGLASS_RUNTIME_DIR", common::runtime_for(tmp.path()))
         .current_dir(tmp.path())
         .guarded_output();
     assert!(
@@ -729,7 +732,7 @@ fn check_json_matches_its_schema() {
         skip("needs root for SCHED_FIFO timer threads (CI runs as root)");
         return;
     }
-    let _g = lock();
+    let _g = share();
     let tmp = tempfile::tempdir().unwrap();
     let v = json_in(
         tmp.path(),
@@ -756,7 +759,7 @@ fn timer_json_matches_its_schema() {
         skip("needs root for SCHED_FIFO timer threads (CI runs as root)");
         return;
     }
-    let _g = lock();
+    let _g = share();
     let tmp = tempfile::tempdir().unwrap();
     let v = json_in(tmp.path(), &["timer", "-c", "1", "-d", "1s", "--json"]);
     check(
@@ -807,7 +810,7 @@ fn noise_json_matches_its_schema() {
         skip("needs root for the polling threads' memory locking and PM QoS (CI runs as root)");
         return;
     }
-    let _g = lock();
+    let _g = share();
     let v = json_of(&["noise", "-c", "1", "-d", "1s", "--json"]);
     check(
         "noise",
@@ -822,7 +825,7 @@ fn study_json_matches_its_schema() {
         skip("needs root for the study's SCHED_FIFO cells (CI runs as root)");
         return;
     }
-    let _g = lock();
+    let _g = share();
     let tmp = tempfile::tempdir().unwrap();
     let v = json_in(
         tmp.path(),

@@ -2,26 +2,35 @@
 //! CPUs, the hang guards, the skip message, and the privilege check.
 
 use std::os::fd::AsRawFd;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
-static MACHINE: Mutex<()> = Mutex::new(());
+/// Held for writing by a test that has the machine to itself ([`lock`]), for reading by the
+/// tests that may share it ([`share`]).
+static MACHINE: RwLock<()> = RwLock::new(());
 
 /// The file two test processes lock to serialise their measuring tests with each other, so
 /// that the root and the unprivileged pass can run at once: a file both users can open, made by
 /// the script that starts them (.ci/run). Unset, only the tests of this process are serialised.
 pub const MACHINE_LOCK_ENV: &str = "SANDGLASS_TEST_MACHINE_LOCK";
 
-/// A file to which each test appends how long it held the machine (`SECONDS\tTEST\tUSER`),
-/// when it lets go: the measuring tests run one at a time, so their sum bounds the suite's wall
-/// time, and .ci/run prints the longest.
+/// A file to which each test appends how long it held the machine
+/// (`SECONDS\tTEST\tUSER\tHOW`, HOW `alone` or `shared`), when it lets go: the tests that have
+/// the machine to themselves run one at a time, so their sum bounds the suite's wall time, and
+/// .ci/run prints it and the longest.
 pub const LOCK_LOG_ENV: &str = "SANDGLASS_TEST_LOCK_LOG";
 
-/// Held while a test measures or loads the machine; see [`lock`].
+/// Held while a test measures or loads the machine; see [`lock`] and [`share`].
 pub struct Machine {
     since: Instant,
     _file: Option<std::fs::File>,
-    _guard: MutexGuard<'static, ()>,
+    _guard: Guard,
+}
+
+/// How a test holds the machine.
+enum Guard {
+    Alone(#[allow(dead_code)] RwLockWriteGuard<'static, ()>),
+    Shared(#[allow(dead_code)] RwLockReadGuard<'static, ()>),
 }
 
 impl Drop for Machine {
@@ -33,7 +42,11 @@ impl Drop for Machine {
         let test = std::thread::current().name().unwrap_or("?").to_string();
         // SAFETY: geteuid has no preconditions.
         let uid = unsafe { libc::geteuid() };
-        let line = format!("{held:.1}\t{test}\t{uid}\n");
+        let how = match self._guard {
+            Guard::Alone(_) => "alone",
+            Guard::Shared(_) => "shared",
+        };
+        let line = format!("{held:.1}\t{test}\t{uid}\t{how}\n");
         // One write of a short line to a file opened for appending: lines of two processes
         // never interleave.
         if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(path) {
@@ -42,17 +55,34 @@ impl Drop for Machine {
     }
 }
 
-/// Serialises the tests that measure or load the machine: two at once would disturb each
-/// other's figures and refuse each other's CPUs. A test that panicked while holding it does not
-/// poison it. With [`MACHINE_LOCK_ENV`] set, also waits for the tests of other processes
-/// holding that file locked.
+/// Gives a test the machine to itself: for a test whose assertions depend on timing (a
+/// latency, a count of releases, a named culprit, a verdict, the machine's state), which another
+/// test's threads and loads would change. It waits for every other test that holds the machine
+/// (alone or shared), and with [`MACHINE_LOCK_ENV`] set, for those of other processes holding
+/// that file locked. A test that panicked while holding it does not poison it.
 pub fn lock() -> Machine {
-    let guard = MACHINE.lock().unwrap_or_else(|p| p.into_inner());
+    let guard = Guard::Alone(MACHINE.write().unwrap_or_else(|p| p.into_inner()));
+    hold(guard, libc::LOCK_EX)
+}
+
+/// Shares the machine with other tests that share it, never with one that has it alone: for a
+/// test that measures or loads the machine but asserts only what no other test's load can
+/// change (files, formats, exit codes, counts that hold under any load). Such a test's commands
+/// use a runtime directory of their own ([`runtime_for`]), so that two of them do not refuse each
+/// other's CPUs.
+pub fn share() -> Machine {
+    let guard = Guard::Shared(MACHINE.read().unwrap_or_else(|p| p.into_inner()));
+    hold(guard, libc::LOCK_SH)
+}
+
+/// Holds the file of [`MACHINE_LOCK_ENV`], when set, with `how` (flock's LOCK_EX or LOCK_SH)
+/// beside `guard`: always in this order, so that no two tests wait for each other.
+fn hold(guard: Guard, how: libc::c_int) -> Machine {
     let file = std::env::var_os(MACHINE_LOCK_ENV).map(|path| {
         let file = std::fs::File::open(&path)
             .unwrap_or_else(|e| panic!("{MACHINE_LOCK_ENV}={}: {e}", path.to_string_lossy()));
         // SAFETY: flock on a descriptor this function owns; it blocks until the lock is held.
-        while unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
+        while unsafe { libc::flock(file.as_raw_fd(), how) } != 0 {
             let e = std::io::Error::last_os_error();
             assert_eq!(e.kind(), std::io::ErrorKind::Interrupted, "flock: {e}");
         }
