@@ -2,12 +2,22 @@
 //! CPUs, the hang guards, the skip message, and the privilege check.
 
 use std::os::fd::AsRawFd;
-use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-/// Held for writing by a test that has the machine to itself ([`lock`]), for reading by the
-/// tests that may share it ([`share`]).
-static MACHINE: RwLock<()> = RwLock::new(());
+/// Who holds the machine in this process: one test alone ([`lock`]), or any number of tests
+/// that share it ([`share`]).
+struct Holders {
+    alone: bool,
+    shared: usize,
+}
+
+static HOLDERS: Mutex<Holders> = Mutex::new(Holders {
+    alone: false,
+    shared: 0,
+});
+/// Signalled whenever a test lets go of the machine.
+static LET_GO: Condvar = Condvar::new();
 
 /// The file two test processes lock to serialise their measuring tests with each other, so
 /// that the root and the unprivileged pass can run at once: a file both users can open, made by
@@ -23,18 +33,21 @@ pub const LOCK_LOG_ENV: &str = "SANDGLASS_TEST_LOCK_LOG";
 /// Held while a test measures or loads the machine; see [`lock`] and [`share`].
 pub struct Machine {
     since: Instant,
+    alone: bool,
     _file: Option<std::fs::File>,
-    _guard: Guard,
-}
-
-/// How a test holds the machine.
-enum Guard {
-    Alone(#[allow(dead_code)] RwLockWriteGuard<'static, ()>),
-    Shared(#[allow(dead_code)] RwLockReadGuard<'static, ()>),
 }
 
 impl Drop for Machine {
     fn drop(&mut self) {
+        {
+            let mut h = HOLDERS.lock().unwrap_or_else(|p| p.into_inner());
+            if self.alone {
+                h.alone = false;
+            } else {
+                h.shared -= 1;
+            }
+        }
+        LET_GO.notify_all();
         let Some(path) = std::env::var_os(LOCK_LOG_ENV) else {
             return;
         };
@@ -42,10 +55,7 @@ impl Drop for Machine {
         let test = std::thread::current().name().unwrap_or("?").to_string();
         // SAFETY: geteuid has no preconditions.
         let uid = unsafe { libc::geteuid() };
-        let how = match self._guard {
-            Guard::Alone(_) => "alone",
-            Guard::Shared(_) => "shared",
-        };
+        let how = if self.alone { "alone" } else { "shared" };
         let line = format!("{held:.1}\t{test}\t{uid}\t{how}\n");
         // One write of a short line to a file opened for appending: lines of two processes
         // never interleave.
@@ -59,26 +69,46 @@ impl Drop for Machine {
 /// latency, a count of releases, a named culprit, a verdict, the machine's state), which another
 /// test's threads and loads would change. It waits for every other test that holds the machine
 /// (alone or shared), and with [`MACHINE_LOCK_ENV`] set, for those of other processes holding
-/// that file locked. A test that panicked while holding it does not poison it.
+/// that file locked. A test that panicked while holding it still lets go.
 pub fn lock() -> Machine {
-    let guard = Guard::Alone(MACHINE.write().unwrap_or_else(|p| p.into_inner()));
-    hold(guard, libc::LOCK_EX)
+    let mut h = HOLDERS.lock().unwrap_or_else(|p| p.into_inner());
+    while h.alone || h.shared > 0 {
+        h = LET_GO.wait(h).unwrap_or_else(|p| p.into_inner());
+    }
+    h.alone = true;
+    drop(h);
+    hold(true)
 }
 
 /// Shares the machine with other tests that share it, never with one that has it alone: for a
 /// test that measures or loads the machine but asserts only what no other test's load can
 /// change (files, formats, exit codes, counts that hold under any load). Such a test's commands
 /// use a runtime directory of their own ([`runtime_for`]), so that two of them do not refuse each
-/// other's CPUs.
+/// other's CPUs. A test that shares joins those sharing even while a test waits to have the
+/// machine alone: the sharing tests then run together, and the suite is shorter, however long
+/// that one waits.
 pub fn share() -> Machine {
-    let guard = Guard::Shared(MACHINE.read().unwrap_or_else(|p| p.into_inner()));
-    hold(guard, libc::LOCK_SH)
+    let mut h = HOLDERS.lock().unwrap_or_else(|p| p.into_inner());
+    while h.alone {
+        h = LET_GO.wait(h).unwrap_or_else(|p| p.into_inner());
+    }
+    h.shared += 1;
+    drop(h);
+    hold(false)
 }
 
-/// Holds the file of [`MACHINE_LOCK_ENV`], when set, with `how` (flock's LOCK_EX or LOCK_SH)
-/// beside `guard`: always in this order, so that no two tests wait for each other.
-fn hold(guard: Guard, how: libc::c_int) -> Machine {
-    let file = std::env::var_os(MACHINE_LOCK_ENV).map(|path| {
+/// Holds the file of [`MACHINE_LOCK_ENV`], when set, exclusively when `alone` (flock's LOCK_EX)
+/// and shared otherwise (LOCK_SH), after this process's holders let the test in: always in this
+/// order, so that no two tests wait for each other.
+fn hold(alone: bool) -> Machine {
+    // Made first, so that a panic below still lets go of this process's holders.
+    let mut machine = Machine {
+        since: Instant::now(),
+        alone,
+        _file: None,
+    };
+    let how = if alone { libc::LOCK_EX } else { libc::LOCK_SH };
+    machine._file = std::env::var_os(MACHINE_LOCK_ENV).map(|path| {
         let file = std::fs::File::open(&path)
             .unwrap_or_else(|e| panic!("{MACHINE_LOCK_ENV}={}: {e}", path.to_string_lossy()));
         // SAFETY: flock on a descriptor this function owns; it blocks until the lock is held.
@@ -88,11 +118,8 @@ fn hold(guard: Guard, how: libc::c_int) -> Machine {
         }
         file
     });
-    Machine {
-        since: Instant::now(),
-        _file: file,
-        _guard: guard,
-    }
+    machine.since = Instant::now();
+    machine
 }
 
 /// How long a test lets one whole command run before it calls it hung and kills it. A hang
