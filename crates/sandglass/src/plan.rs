@@ -10,7 +10,7 @@
 //! ([`place`]), and lists the measurement-quality warnings known before a run
 //! ([`pre_run_warnings`]).
 
-use crate::causes::tracefs::TraceOptions;
+use crate::causes::kernel_trace::TraceOptions;
 use crate::clock::{CounterChoice, CounterInfo, CounterKind};
 use crate::cpulist::CpuList;
 use crate::load::LoadSpec;

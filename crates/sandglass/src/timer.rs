@@ -74,7 +74,7 @@ pub struct TimerConfig {
     pub sample_hz: u32,
     /// Record kernel events on the measured CPUs to attribute every spike (`--trace`).
     #[serde(default)]
-    pub trace: Option<crate::causes::tracefs::TraceOptions>,
+    pub trace: Option<crate::causes::kernel_trace::TraceOptions>,
     /// Stop, or act, at the first delay above a threshold (`--stop-above`, `--on-threshold`).
     #[serde(default)]
     pub threshold: Option<Threshold>,

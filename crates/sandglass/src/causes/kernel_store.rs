@@ -38,7 +38,7 @@
 //! Empty cells are "" for text and 0 for numbers (−1 for `id`, `prio` and `prev_*` numbers).
 
 use super::attribute::Explained;
-use super::tracefs::KernelTrace;
+use super::kernel_trace::KernelTrace;
 use super::tracefs_raw::{Event, Traced};
 use crate::store::table::{tables, Batch, Limits, TableReader, TableWriter};
 use crate::store::{FileEntry, ReadError, RunReader, StoreError};
@@ -148,7 +148,7 @@ impl Sweep {
 
 fn read_error(dir: &std::path::Path, e: std::io::Error) -> StoreError {
     StoreError::Write {
-        path: dir.join(super::tracefs::SPILL_DIR),
+        path: dir.join(super::kernel_trace::SPILL_DIR),
         source: e,
     }
 }

@@ -8,6 +8,7 @@
 pub mod attribute;
 pub mod explain;
 pub mod kernel_store;
+pub mod kernel_trace;
 pub mod procfs;
 pub mod sampler;
 pub mod spikes;
@@ -159,7 +160,7 @@ pub struct CpuSpikes<'a> {
 /// calibration) turns each into the other.
 pub fn attribute_run(
     dir: &std::path::Path,
-    k: &tracefs::KernelTrace,
+    k: &kernel_trace::KernelTrace,
     map: crate::clock::ClockMap,
     tids: &[i32],
     spikes: &[CpuSpikes],
@@ -215,10 +216,10 @@ pub fn attribute_run(
         Ok(n) => (kernel_store::write(dir, k, n.events, &a.explained, zero), n),
         Err(e) => (
             Err(crate::store::StoreError::Write {
-                path: dir.join(tracefs::SPILL_DIR),
+                path: dir.join(kernel_trace::SPILL_DIR),
                 source: e,
             }),
-            tracefs::Decoded::default(),
+            kernel_trace::Decoded::default(),
         ),
     };
     k.remove_spill();

@@ -63,7 +63,7 @@ pub struct HourglassSpec {
     pub loads: LoadPlan,
     /// `--trace`: record kernel events on the measured CPUs and attribute every preemption gap.
     #[serde(default)]
-    pub trace: Option<crate::causes::tracefs::TraceOptions>,
+    pub trace: Option<crate::causes::kernel_trace::TraceOptions>,
 }
 
 impl HourglassSpec {
@@ -555,7 +555,7 @@ pub fn parse(args: &[String]) -> Result<Command, CmdlineError> {
             }
             "--allow-rt-busy" => allow_rt_busy = true,
             "--require-rtc" => require_rtc = true,
-            "--trace" => trace = Some(crate::causes::tracefs::TraceOptions::default()),
+            "--trace" => trace = Some(crate::causes::kernel_trace::TraceOptions::default()),
             "--load" => {
                 let v = w.value("--load", "a load profile, for example --load cpu+disk")?;
                 let specs = crate::load::parse_profile(v).map_err(|e| CmdlineError::Invalid {

@@ -11,7 +11,7 @@ use super::file::Measure;
 use super::metrics::{self, Metrics};
 use super::{cells, Cell, Labels, Source, Study};
 use crate::analysis::worst_case;
-use crate::causes::tracefs::TraceOptions;
+use crate::causes::kernel_trace::TraceOptions;
 use crate::cpulist::CpuList;
 use crate::duration;
 use crate::load::{self, LoadReport};
