@@ -76,7 +76,7 @@ for entry in "${binaries[@]}"; do
     else
         failed=$((failed + 1))
         echo "FAIL $name (log below)"
-        grep -E '^(test .* FAILED|---- |thread .* panicked|failures:)' -A4 "$log" | head -60
+        grep -E '^(test .* FAILED|---- |thread .* panicked|failures:)' -A4 "$log" | sed -n '1,60p'
     fi
 done
 echo "unprivileged ($user, uid $uid, no capabilities): $passed tests passed ($skipped of them skipped a privileged part with a printed reason), $failed test binaries failed, $(( $(date +%s) - start )) s"
