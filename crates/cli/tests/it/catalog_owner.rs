@@ -179,12 +179,7 @@ fn runs_rm_refuses_an_empty_or_ambiguous_id() {
 /// The catalog file's bytes and modification time, and the store's entries.
 fn fingerprint(runs: &Path) -> (Vec<u8>, std::time::SystemTime, Vec<String>) {
     let file = runs.join("catalog.sqlite");
-    let mut names: Vec<String> = std::fs::read_dir(runs)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
+    let names = common::names_in(runs);
     (
         std::fs::read(&file).unwrap(),
         std::fs::metadata(&file).unwrap().modified().unwrap(),
