@@ -463,7 +463,7 @@ pub const MODE: Parsed<bool> = Parsed {
 
 /// `--cpu-dma-latency US|off`.
 pub fn pm_qos_arg(value: &str) -> Result<Option<u32>, Failure> {
-    sandglass::os::parse_cpu_dma_latency(value)
+    sandglass::policy::parse_cpu_dma_latency(value)
         .map_err(|e| Failure::usage(format!("--cpu-dma-latency {value}: {e}")))
 }
 

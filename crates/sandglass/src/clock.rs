@@ -13,9 +13,12 @@
 //! `CLOCK_MONOTONIC`, the clock of timers and of tracefs's `mono` trace clock, so that a trace
 //! can be aligned with kernel events and timer expiries can be converted to counter values.
 
+#[cfg(feature = "linux")]
 use crate::engine::Clock;
 use crate::units::round_i64;
+#[cfg(feature = "linux")]
 use sandglass_sys::clock::{now_ns, ClockId};
+#[cfg(feature = "linux")]
 use sandglass_sys::{counter, sched};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -58,6 +61,7 @@ impl std::fmt::Display for CounterKind {
     }
 }
 
+#[cfg(feature = "linux")]
 /// The x86_64 counter: `lfence; rdtsc` in the loop, `rdtscp` (counter and CPU in one
 /// instruction) after a gap when the CPU supports it and Linux keeps the CPU number in TSC_AUX.
 #[derive(Clone, Copy, Debug)]
@@ -65,6 +69,7 @@ pub struct CycleClock {
     pub rdtscp: bool,
 }
 
+#[cfg(feature = "linux")]
 impl Clock for CycleClock {
     #[inline(always)]
     fn now(&self) -> u64 {
@@ -81,10 +86,12 @@ impl Clock for CycleClock {
     }
 }
 
+#[cfg(feature = "linux")]
 /// `CLOCK_MONOTONIC_RAW` as the counter, one tick per nanosecond.
 #[derive(Clone, Copy, Debug)]
 pub struct RawClock;
 
+#[cfg(feature = "linux")]
 impl Clock for RawClock {
     #[inline(always)]
     fn now(&self) -> u64 {
@@ -112,6 +119,7 @@ pub enum CounterError {
     TscUnusable(String),
 }
 
+#[cfg(feature = "linux")]
 /// Chooses the counter from the user's choice and the CPU flags of `/proc/cpuinfo`.
 pub fn select_counter(
     choice: CounterChoice,
@@ -159,6 +167,7 @@ pub fn select_counter(
     }
 }
 
+#[cfg(feature = "linux")]
 /// True when `rdtscp`'s TSC_AUX matches `sched_getcpu()` (Linux stores the CPU number there).
 fn tsc_aux_holds_cpu() -> bool {
     if !counter::HAS_RDTSCP_INSTRUCTION {
@@ -170,6 +179,7 @@ fn tsc_aux_holds_cpu() -> bool {
     })
 }
 
+#[cfg(feature = "linux")]
 /// Reads the counter of `kind`.
 pub fn read_counter(kind: CounterKind) -> u64 {
     match kind {
@@ -193,6 +203,7 @@ pub struct Anchor {
     pub monotonic: ClockPair,
 }
 
+#[cfg(feature = "linux")]
 fn best_pair(kind: CounterKind, clock: ClockId) -> ClockPair {
     let mut best = ClockPair {
         counter: 0,
@@ -215,6 +226,7 @@ fn best_pair(kind: CounterKind, clock: ClockId) -> ClockPair {
     best
 }
 
+#[cfg(feature = "linux")]
 /// Pairs the counter with both monotonic clocks now.
 pub fn anchor(kind: CounterKind) -> Anchor {
     Anchor {
@@ -240,6 +252,7 @@ pub struct Calibration {
 }
 
 impl Calibration {
+    #[cfg(feature = "linux")]
     /// The calibration between anchors `a` and `b` (taken in that order).
     pub fn from_anchors(counter: CounterKind, a: Anchor, b: Anchor) -> Calibration {
         let rate = |p: ClockPair, q: ClockPair| {
@@ -269,6 +282,7 @@ impl Calibration {
         }
     }
 
+    #[cfg(feature = "linux")]
     /// Measures the counter for `window_ns` (sleeping in between) and calibrates it.
     pub fn measure(counter: CounterKind, window_ns: u64) -> Calibration {
         let a = anchor(counter);
@@ -277,6 +291,7 @@ impl Calibration {
         Calibration::from_anchors(counter, a, b)
     }
 
+    #[cfg(feature = "linux")]
     /// The same start anchor with a new end anchor: the calibration over a whole run.
     pub fn extended_to(&self, end: Anchor) -> Calibration {
         Calibration::from_anchors(self.counter, self.start, end)

@@ -6,8 +6,11 @@ use std::collections::BTreeSet;
 use std::fmt;
 use thiserror::Error;
 
-/// The largest CPU number sandglass accepts (the size of the kernel's `cpu_set_t` minus one).
-pub const MAX_CPU: usize = sandglass_sys::sched::MAX_CPUS - 1;
+/// The largest CPU number sandglass accepts (the size of the kernel's `cpu_set_t`, 1,024 CPUs,
+/// minus one).
+pub const MAX_CPU: usize = 1023;
+#[cfg(feature = "linux")]
+const _: () = assert!(MAX_CPU == sandglass_sys::sched::MAX_CPUS - 1);
 
 /// A non-empty set of CPU numbers.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]

@@ -10,9 +10,14 @@
 //! [`rta_validate`] runs a task set as Hourglass PERIODIC threads and sets the response-time
 //! analysis's predictions against what the threads did (Hourglass §5.5).
 
-use crate::analysis::switch_cost::{self, SwitchCostSummary, SwitchTrial};
+#[cfg(feature = "linux")]
+use crate::analysis::switch_cost;
+use crate::analysis::switch_cost::{SwitchCostSummary, SwitchTrial};
+#[cfg(feature = "linux")]
 use crate::hourglass::cmdline::{self, Command};
+#[cfg(feature = "linux")]
 use crate::hourglass::run;
+#[cfg(feature = "linux")]
 use crate::runner::{Observer, RunContext, RunError};
 use crate::units::Nanos;
 use serde::Serialize;
@@ -45,6 +50,7 @@ pub struct CacheCostRow {
     pub error: Option<String>,
 }
 
+#[cfg(feature = "linux")]
 /// Runs the experiment. `progress` is told each trial as it starts (size, trial, total).
 pub fn cache_cost(
     c: &CacheCostConfig,
@@ -104,6 +110,7 @@ pub fn cache_cost(
     Ok(rows)
 }
 
+#[cfg(feature = "linux")]
 fn run_spec(
     words: &str,
     ctx: &RunContext,

@@ -15,19 +15,22 @@ use crate::causes::spikes::SpikeLog;
 use crate::clock::CounterChoice;
 use crate::cpulist::CpuList;
 use crate::engine::Record;
-use crate::histo::{self, Bin, Percentiles};
+#[cfg(feature = "linux")]
+use crate::histo;
+use crate::histo::{Bin, Percentiles};
 use crate::model::{TimerKind, Workload};
 use crate::plan::{LoadPlan, RunPlan, Threshold};
 use crate::policy::Policy;
 use crate::result::{self, RunHeader};
 use crate::runner::streams::Streams;
-use crate::runner::{
-    self, Measured, Observer, RunContext, RunError, Sink, SinkSetup, SpikeAt, Timebase,
-};
+#[cfg(feature = "linux")]
+use crate::runner::{self, Measured, Observer, RunContext, RunError};
+use crate::runner::{Sink, SinkSetup, SpikeAt, Timebase};
 use crate::store::table::tables;
 use crate::store::{FileEntry, StoreError};
 use crate::timer::ConfigError;
 use crate::units::Nanos;
+#[cfg(feature = "linux")]
 use crate::warning::{Warning, WarningKind};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -358,6 +361,7 @@ impl Sink for NoiseSink {
     }
 }
 
+#[cfg(feature = "linux")]
 /// Runs the noise measurement and writes its run directory.
 pub fn run(
     config: &NoiseConfig,
@@ -397,6 +401,7 @@ impl result::WithHeader for NoiseResult {
     }
 }
 
+#[cfg(feature = "linux")]
 /// Writes `totals.hlog`: each CPU's whole-run histogram of interruption durations.
 fn write_totals(m: &Measured, r: &NoiseResult) -> Result<FileEntry, StoreError> {
     let entries: Vec<(String, &hdrhistogram::Histogram<u64>)> = r
@@ -410,6 +415,7 @@ fn write_totals(m: &Measured, r: &NoiseResult) -> Result<FileEntry, StoreError> 
     result::write_totals(m, &comments, &entries)
 }
 
+#[cfg(feature = "linux")]
 /// Replaces the percentiles the threads kept at three significant digits by exact ones for each
 /// CPU whose every interruption reached the store, in one pass over the interruptions table.
 fn exact_percentiles(
@@ -480,6 +486,7 @@ fn exact_percentiles(
     Ok(())
 }
 
+#[cfg(feature = "linux")]
 /// One CPU's figures from its thread's report.
 fn cpu_result(
     m: &Measured,
@@ -556,6 +563,7 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
+#[cfg(feature = "linux")]
 /// Turns what the threads measured into the result.
 pub fn build(
     config: &NoiseConfig,

@@ -508,33 +508,6 @@ pub fn admission_message(
     )
 }
 
-/// The largest `--cpu-dma-latency` accepted, in µs (the kernel's own limit is 2,000 s).
-pub const MAX_CPU_DMA_LATENCY_US: u32 = 2_000_000_000;
-
-/// Parses `--cpu-dma-latency`: a whole number of microseconds, or `off` (`None`). The error
-/// says what is wrong with the value and what to give instead.
-pub fn parse_cpu_dma_latency(text: &str) -> Result<Option<u32>, String> {
-    const FIX: &str =
-        "give a whole number of microseconds (0 keeps CPUs out of deep idle states) or off";
-    let t = text.trim();
-    if t == "off" {
-        return Ok(None);
-    }
-    let digits = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_digit());
-    if t.strip_prefix('-').is_some_and(digits) {
-        return Err(format!("the value is negative: {FIX}"));
-    }
-    if digits(t) {
-        return match t.parse::<u32>() {
-            Ok(v) if v <= MAX_CPU_DMA_LATENCY_US => Ok(Some(v)),
-            _ => Err(format!(
-                "the value is too large: the limit is {MAX_CPU_DMA_LATENCY_US} µs; {FIX}"
-            )),
-        };
-    }
-    Err(FIX.to_string())
-}
-
 /// Holds `/dev/cpu_dma_latency` at a value while it lives (the kernel keeps the request only
 /// as long as the file stays open).
 pub struct PmQos {
@@ -625,29 +598,6 @@ mod tests {
         assert!(TimerError::Rtc(RtcUnusable::Missing)
             .to_string()
             .contains("-i HR"));
-    }
-
-    #[test]
-    fn cpu_dma_latency_values() {
-        assert_eq!(parse_cpu_dma_latency("0"), Ok(Some(0)));
-        assert_eq!(parse_cpu_dma_latency("off"), Ok(None));
-        assert_eq!(
-            parse_cpu_dma_latency("2000000000"),
-            Ok(Some(MAX_CPU_DMA_LATENCY_US))
-        );
-        for (text, says) in [
-            ("-1", "negative"),
-            ("-20", "negative"),
-            ("2000000001", "too large"),
-            ("99999999999", "too large"),
-            ("soon", "whole number"),
-            ("", "whole number"),
-            ("-", "whole number"),
-            ("1.5", "whole number"),
-        ] {
-            let e = parse_cpu_dma_latency(text).expect_err(text);
-            assert!(e.contains(says), "{text}: {e}");
-        }
     }
 
     /// Each timer kind's arithmetic on an exact calibration: 3 ticks per ns against

@@ -291,6 +291,7 @@ pub fn place(plan: &RunPlan, allowed: &[usize]) -> Result<Placement, PlacementEr
     })
 }
 
+#[cfg(feature = "linux")]
 /// The SMT siblings of the measured CPUs that no measuring thread uses: work on them during
 /// the run slows the measured threads (see [`crate::system::CpuTimes`]).
 pub fn idle_siblings(placement: &Placement) -> Vec<(usize, usize)> {

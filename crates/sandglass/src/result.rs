@@ -7,10 +7,15 @@
 
 use crate::causes::Causes;
 use crate::load::LoadReport;
+#[cfg(feature = "linux")]
 use crate::runner::{Measured, RunError};
-use crate::store::{self, FileEntry, ReadError, RunState, StoreError};
+use crate::store::RunState;
+#[cfg(feature = "linux")]
+use crate::store::{self, FileEntry, ReadError, StoreError};
 use crate::units::Nanos;
-use crate::warning::{Warning, WarningKind};
+use crate::warning::Warning;
+#[cfg(feature = "linux")]
+use crate::warning::WarningKind;
 use serde::{Deserialize, Serialize};
 
 /// The fields every result starts with.
@@ -54,6 +59,7 @@ pub struct RunHeader {
 }
 
 impl RunHeader {
+    #[cfg(feature = "linux")]
     /// The header of run `m` of `duration`, with its warnings so far.
     pub fn of(m: &mut Measured, schema: &str, duration: Nanos) -> RunHeader {
         RunHeader {
@@ -91,6 +97,7 @@ pub trait WithHeader {
     fn header_mut(&mut self) -> &mut RunHeader;
 }
 
+#[cfg(feature = "linux")]
 /// What a timer or noise run writes at its end, besides its result.
 pub struct Ending<'a> {
     /// What the stored table holds, for the warning when it cannot be read back
@@ -101,6 +108,7 @@ pub struct Ending<'a> {
     pub summary_description: &'a str,
 }
 
+#[cfg(feature = "linux")]
 /// Ends a timer or noise run whose store closed with `files` and whose `result` is built: in a
 /// run that was not cut short, `exact` replaces figures the threads kept at three significant
 /// digits by exact ones from one pass over the stored table (a warning when the table cannot be
@@ -150,6 +158,7 @@ pub fn conclude<T: Serialize + WithHeader>(
     })
 }
 
+#[cfg(feature = "linux")]
 /// Closes a run's store. `closed` is what the probe's store gave when it closed its files:
 /// the files, or the error that stopped it. When the run or its closing could not write (a
 /// full disk), the files that can be read are recovered and listed ([`store::recover_run`]),
@@ -169,6 +178,7 @@ pub fn close_store(m: &mut Measured, closed: Result<Vec<FileEntry>, StoreError>)
     store::recover_run(m.dir.path()).unwrap_or_default()
 }
 
+#[cfg(feature = "linux")]
 /// Writes `totals.hlog`: whole-run histograms `(tag, histogram)` with `comments`, placed at the
 /// run's start in time.
 pub fn write_totals(
@@ -197,6 +207,7 @@ pub fn write_totals(
         .write_file(name, &log, store::HLOG_FORMAT, store::TOTALS_DESCRIPTION)
 }
 
+#[cfg(feature = "linux")]
 /// Writes `summary.json` (format `format`), the sampler's and the kernel attribution's files,
 /// and the final manifest listing `files` and those.
 pub fn save<T: Serialize>(

@@ -5,12 +5,16 @@
 //! Every reader is split into a pure parser of the file's text, tested on fixtures, and a thin
 //! function that reads the file; a missing file is recorded as unknown, never as an error.
 
+#[cfg(feature = "linux")]
 use crate::cpulist::CpuList;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+#[cfg(feature = "linux")]
 use std::io::Read;
+#[cfg(feature = "linux")]
 use std::path::Path;
 
+#[cfg(feature = "linux")]
 fn read(path: &str) -> Option<String> {
     std::fs::read_to_string(path)
         .ok()
@@ -207,6 +211,7 @@ pub const CAP_IPC_LOCK: u32 = 14;
 /// CAP_SYS_NICE.
 pub const CAP_SYS_NICE: u32 = 23;
 
+#[cfg(feature = "linux")]
 /// The privileges of this process.
 pub fn privileges() -> Privileges {
     use sandglass_sys::process::{rlimit, Resource};
@@ -220,6 +225,7 @@ pub fn privileges() -> Privileges {
     }
 }
 
+#[cfg(feature = "linux")]
 fn kernel_config() -> Option<String> {
     let gz = std::fs::File::open("/proc/config.gz").ok()?;
     let mut text = String::new();
@@ -229,20 +235,24 @@ fn kernel_config() -> Option<String> {
     Some(text)
 }
 
+#[cfg(feature = "linux")]
 fn kernel_config_any(release: &str) -> Option<String> {
     kernel_config().or_else(|| std::fs::read_to_string(format!("/boot/config-{release}")).ok())
 }
 
+#[cfg(feature = "linux")]
 /// CPUs this process may run on.
 pub fn allowed_cpus() -> Vec<usize> {
     sandglass_sys::sched::get_affinity(sandglass_sys::Tid::SELF).unwrap_or_else(|_| vec![0])
 }
 
+#[cfg(feature = "linux")]
 /// CPUs online, from `/sys/devices/system/cpu/online`.
 pub fn online_cpus() -> Option<CpuList> {
     read("/sys/devices/system/cpu/online").and_then(|s| CpuList::parse(&s).ok())
 }
 
+#[cfg(feature = "linux")]
 /// The SMT siblings of `cpu` (itself included).
 pub fn smt_siblings(cpu: usize) -> Option<CpuList> {
     read(&format!(
@@ -251,16 +261,19 @@ pub fn smt_siblings(cpu: usize) -> Option<CpuList> {
     .and_then(|s| CpuList::parse(&s).ok())
 }
 
+#[cfg(feature = "linux")]
 /// `sched_rt_runtime_us`, or `None` when unreadable.
 pub fn rt_runtime_us() -> Option<i64> {
     read("/proc/sys/kernel/sched_rt_runtime_us").and_then(|s| s.parse().ok())
 }
 
+#[cfg(feature = "linux")]
 /// `sched_rt_period_us`, or `None` when unreadable.
 pub fn rt_period_us() -> Option<i64> {
     read("/proc/sys/kernel/sched_rt_period_us").and_then(|s| s.parse().ok())
 }
 
+#[cfg(feature = "linux")]
 fn governors(online: &[usize]) -> BTreeMap<String, String> {
     let mut by: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     for &c in online {
@@ -275,6 +288,7 @@ fn governors(online: &[usize]) -> BTreeMap<String, String> {
         .collect()
 }
 
+#[cfg(feature = "linux")]
 fn virtualization(flags: &[String]) -> Option<String> {
     if let Some(v) = sandglass_sys::counter::hypervisor_vendor() {
         let name = match v.as_str() {
@@ -298,6 +312,7 @@ fn virtualization(flags: &[String]) -> Option<String> {
         .then(|| "unknown hypervisor".to_string())
 }
 
+#[cfg(feature = "linux")]
 /// Takes the snapshot.
 pub fn snapshot() -> SystemSnapshot {
     let u = sandglass_sys::process::uname().ok();
@@ -391,11 +406,13 @@ pub fn parse_cpu_times(stat: &str, cpu: usize) -> Option<CpuTimes> {
     })
 }
 
+#[cfg(feature = "linux")]
 /// The current counters of CPU `cpu`.
 pub fn cpu_times(cpu: usize) -> Option<CpuTimes> {
     parse_cpu_times(&std::fs::read_to_string("/proc/stat").ok()?, cpu)
 }
 
+#[cfg(feature = "linux")]
 /// True when `path` exists (used for device checks such as `/dev/rtc`).
 pub fn exists(path: &str) -> bool {
     Path::new(path).exists()

@@ -24,18 +24,23 @@ use crate::cpulist::CpuList;
 use crate::duration;
 use crate::engine::record::new_histogram;
 use crate::engine::Release;
-use crate::histo::{self, Bin, Percentiles};
+#[cfg(feature = "linux")]
+use crate::histo;
+use crate::histo::{Bin, Percentiles};
 use crate::model::{TimerKind, Workload};
 use crate::plan::{LoadPlan, RunPlan, ThreadSpec, Threshold};
 use crate::policy::Policy;
 use crate::result::{self, RunHeader};
 use crate::runner::streams::Streams;
-use crate::runner::{
-    self, Measured, Observer, RunContext, RunError, Sink, SinkSetup, SpikeAt, Timebase,
-};
+#[cfg(feature = "linux")]
+use crate::runner::{self, Measured, Observer, RunContext, RunError};
+use crate::runner::{Sink, SinkSetup, SpikeAt, Timebase};
 use crate::store::table::tables;
-use crate::store::{FileEntry, RunState, StoreError};
+#[cfg(feature = "linux")]
+use crate::store::RunState;
+use crate::store::{FileEntry, StoreError};
 use crate::units::Nanos;
+#[cfg(feature = "linux")]
 use crate::warning::{Warning, WarningKind};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
@@ -592,6 +597,7 @@ impl Sink for TimerSink {
     }
 }
 
+#[cfg(feature = "linux")]
 /// Runs the timer measurement and writes its run directory.
 pub fn run(
     config: &TimerConfig,
@@ -601,6 +607,7 @@ pub fn run(
     run_live(config, ctx, obs, None)
 }
 
+#[cfg(feature = "linux")]
 /// [`run`], also counting every release into `live` as the main thread stores it.
 pub fn run_live(
     config: &TimerConfig,
@@ -619,6 +626,7 @@ pub fn run_live(
     conclude(config, &cpus, m, sink)
 }
 
+#[cfg(feature = "linux")]
 /// Closes the store of what `m` measured on `cpus`, builds the result and writes the run's
 /// last files: what [`run`] does once the threads are done (and a replay does too).
 pub fn conclude(
@@ -657,6 +665,7 @@ impl result::WithHeader for TimerResult {
     }
 }
 
+#[cfg(feature = "linux")]
 /// One CPU's figures from its thread's report.
 fn cpu_result(
     config: &TimerConfig,
@@ -747,6 +756,7 @@ fn cpu_result(
     tc
 }
 
+#[cfg(feature = "linux")]
 /// Turns what the threads measured into the result; `spikes` are the CPUs' spike logs.
 pub fn build(
     config: &TimerConfig,
@@ -852,6 +862,7 @@ pub fn build(
     }
 }
 
+#[cfg(feature = "linux")]
 /// Per group: the exact count, extremes, mean and standard deviation, and the count above each
 /// threshold.
 struct Exact {
@@ -863,6 +874,7 @@ struct Exact {
     above: Vec<u64>,
 }
 
+#[cfg(feature = "linux")]
 impl Exact {
     fn new(thresholds: usize) -> Exact {
         Exact {
@@ -912,6 +924,7 @@ impl Exact {
     }
 }
 
+#[cfg(feature = "linux")]
 /// Replaces the figures the measuring threads kept at three significant digits by exact ones,
 /// for each CPU whose every release reached the store: one pass over the samples table, with
 /// the histograms of what was stored naming the bucket of each percentile
@@ -975,6 +988,7 @@ fn exact_figures(
     Ok(())
 }
 
+#[cfg(feature = "linux")]
 /// `totals.hlog`: each CPU's whole-run histograms.
 fn write_totals(m: &Measured, r: &TimerResult) -> Result<FileEntry, StoreError> {
     let mut entries = Vec::new();

@@ -350,6 +350,7 @@ pub(crate) fn kernel_events(run: &RunReader) -> Result<Vec<(u64, u64, String, u6
 }
 
 #[doc(hidden)]
+#[cfg(any(test, feature = "fixture"))]
 pub mod fixture;
 
 #[cfg(test)]

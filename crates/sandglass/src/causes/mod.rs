@@ -12,6 +12,7 @@ pub mod kernel_trace;
 pub mod procfs;
 pub mod sampler;
 pub mod spikes;
+#[cfg(feature = "linux")]
 pub mod tracefs;
 pub mod tracefs_raw;
 pub mod trains;
@@ -385,6 +386,7 @@ pub fn kernel_warnings(k: &KernelCauses) -> Vec<crate::warning::Warning> {
     out
 }
 
+#[cfg(feature = "linux")]
 /// Writes `attribution.csv`: every spike's shares, times in ns from the run's start; a late
 /// wakeup's path (timer interrupt, wakeup, switch-in) where the trace holds it.
 pub fn write_attribution(
@@ -425,6 +427,7 @@ pub fn write_attribution(
     )
 }
 
+#[cfg(feature = "linux")]
 /// A CSV field in double quotes, its own quotes doubled.
 fn csv_quote(s: &str) -> String {
     format!("\"{}\"", s.replace('"', "\"\""))

@@ -138,6 +138,7 @@ pub fn parse_stat(text: &str) -> Vec<(usize, CpuStat)> {
     out
 }
 
+#[cfg(feature = "linux")]
 /// The length of one tick of `/proc/stat`'s times (USER_HZ, 100 a second where the system does
 /// not say), in ns.
 pub fn tick_ns() -> u64 {

@@ -15,9 +15,15 @@
 //! table of value counts (what the medians of [`super::explain`] need), and only the intervals
 //! that hold the largest spikes are kept, chosen as the spikes arrive ([`Digest`]).
 
-use super::procfs::{self, CpuStat, Names, Scratch, TextBuf};
+#[cfg(feature = "linux")]
+use super::procfs::{self, Names, Scratch};
+use super::procfs::{CpuStat, TextBuf};
+#[cfg(feature = "linux")]
 use crate::store::append::AppendFile;
-use crate::store::{FileEntry, StoreError, SAMPLER_DESCRIPTION, SAMPLER_FORMAT};
+use crate::store::FileEntry;
+#[cfg(feature = "linux")]
+use crate::store::{StoreError, SAMPLER_DESCRIPTION, SAMPLER_FORMAT};
+#[cfg(feature = "linux")]
 use std::path::Path;
 
 /// What to sample.
@@ -47,6 +53,7 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    #[cfg(feature = "linux")]
     /// A snapshot of zeros with room for `irqs` interrupt sources and `softirqs` vectors.
     fn zeroed(spec: &SamplerSpec, irqs: usize, softirqs: usize) -> Snapshot {
         let c = spec.cpus.len();
@@ -82,11 +89,13 @@ pub trait Source {
     fn read(&mut self, file: ProcFile, buf: &mut TextBuf);
 }
 
+#[cfg(feature = "linux")]
 /// A file opened on its first read and kept open: `None` before that, `Some(None)` when it
 /// could not be opened (it is not tried again).
 #[derive(Debug, Default)]
 struct Kept(Option<Option<std::fs::File>>);
 
+#[cfg(feature = "linux")]
 impl Kept {
     /// `one_read`: see [`TextBuf::read_file`].
     fn read(&mut self, path: impl FnOnce() -> String, one_read: bool, buf: &mut TextBuf) {
@@ -103,6 +112,7 @@ impl Kept {
     }
 }
 
+#[cfg(feature = "linux")]
 /// The running system. Each file is opened on its first read and kept open, and read with
 /// `pread` from offset 0 after that: `/proc` formats the text anew at each read from the
 /// start, so a kept file gives fresh counts without an `open` and a `close` per snapshot (and a
@@ -116,12 +126,14 @@ pub struct Proc {
     threads: Vec<(i32, Kept, Kept)>,
 }
 
+#[cfg(feature = "linux")]
 impl Proc {
     pub fn new() -> Proc {
         Proc::default()
     }
 }
 
+#[cfg(feature = "linux")]
 impl Source for Proc {
     fn read(&mut self, file: ProcFile, buf: &mut TextBuf) {
         match file {
@@ -149,6 +161,7 @@ impl Source for Proc {
     }
 }
 
+#[cfg(feature = "linux")]
 /// The files' texts, kept from one snapshot to the next.
 struct Bufs {
     interrupts: TextBuf,
@@ -158,6 +171,7 @@ struct Bufs {
     thread: TextBuf,
 }
 
+#[cfg(feature = "linux")]
 /// Takes snapshots during a run and digests them as it goes.
 pub struct Sampler<S: Source> {
     source: S,
@@ -179,6 +193,7 @@ pub struct Sampler<S: Source> {
     digest: DigestBuilder,
 }
 
+#[cfg(feature = "linux")]
 const CSV_HEADER: &str = "interval_start_ns,interval_end_ns,cpu,kind,name,count\n";
 
 /// A delay to explain, on CLOCK_MONOTONIC.
@@ -189,6 +204,7 @@ pub struct SpikeAt {
     pub size_ns: u64,
 }
 
+#[cfg(feature = "linux")]
 impl<S: Source> Sampler<S> {
     /// A sampler for `spec` writing `sampler.csv` into `dir`; the source names are those present
     /// now (a device that appears later is not followed).
@@ -383,6 +399,7 @@ fn interval_into(a: &Snapshot, b: &Snapshot, iv: &mut Interval) {
         .extend(a.wait_ns.iter().zip(&b.wait_ns).map(|(&p, &q)| d(p, q)));
 }
 
+#[cfg(feature = "linux")]
 /// Appends a CSV field in double quotes, its own quotes doubled.
 fn push_quoted(out: &mut String, s: &str) {
     out.push('"');
@@ -395,6 +412,7 @@ fn push_quoted(out: &mut String, s: &str) {
     out.push('"');
 }
 
+#[cfg(feature = "linux")]
 /// Appends the rows of `sampler.csv` for one interval to `out`: non-zero counts only.
 fn csv_rows(
     out: &mut String,
@@ -484,11 +502,14 @@ impl ValueCounts {
     }
 }
 
+#[cfg(feature = "linux")]
 /// The intervals kept in case a spike arrives late (at 10 snapshots a second, a minute).
 const RECENT: usize = 600;
+#[cfg(feature = "linux")]
 /// Spikes newer than the last snapshot waiting for their interval.
 const PENDING: usize = 1 << 16;
 
+#[cfg(feature = "linux")]
 /// Per source and CPU (or thread): the value counts, the medians and the totals.
 struct Counts {
     irq: Vec<Vec<ValueCounts>>,
@@ -502,6 +523,7 @@ struct Counts {
     wait_total: Vec<u64>,
 }
 
+#[cfg(feature = "linux")]
 /// What a run's sampling gives the explanation, built as the run goes.
 struct DigestBuilder {
     counts: Counts,
@@ -518,6 +540,7 @@ struct DigestBuilder {
     unexplained: u64,
 }
 
+#[cfg(feature = "linux")]
 impl DigestBuilder {
     fn new(spec: &SamplerSpec, irqs: usize, softirqs: usize) -> DigestBuilder {
         let c = spec.cpus.len();
@@ -702,6 +725,7 @@ pub struct Digest {
 }
 
 impl Digest {
+    #[cfg(feature = "linux")]
     /// The digest of `snapshots` with `spikes` (all at once, for tests and recorded data).
     pub fn of(
         spec: SamplerSpec,

@@ -4,7 +4,9 @@
 
 use super::predict;
 use super::workload::Workload;
-use crate::causes::tracefs::{self, TraceOptions};
+use crate::causes::kernel_trace::TraceOptions;
+#[cfg(feature = "linux")]
+use crate::causes::tracefs;
 use crate::policy::Policy;
 use crate::units::Nanos;
 use thiserror::Error;
@@ -118,6 +120,7 @@ pub enum Tracing {
 }
 
 impl Tracing {
+    #[cfg(feature = "linux")]
     /// Records the kernel's events unless `no_trace`, where this process can.
     pub fn choose(no_trace: bool) -> Tracing {
         if no_trace {

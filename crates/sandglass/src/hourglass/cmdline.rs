@@ -579,7 +579,7 @@ pub fn parse(args: &[String]) -> Result<Command, CmdlineError> {
             }
             "--cpu-dma-latency" => {
                 let v = w.value("--cpu-dma-latency", "a latency in microseconds, or off")?;
-                cpu_dma_latency_us = crate::os::parse_cpu_dma_latency(v).map_err(|detail| {
+                cpu_dma_latency_us = crate::policy::parse_cpu_dma_latency(v).map_err(|detail| {
                     CmdlineError::Invalid {
                         option: "--cpu-dma-latency".into(),
                         value: v.into(),

@@ -2,5 +2,6 @@
 
 pub mod cmdline;
 pub mod result;
+#[cfg(feature = "linux")]
 pub mod run;
 pub mod siblings;

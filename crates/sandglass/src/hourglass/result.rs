@@ -9,12 +9,15 @@ use crate::analysis::trace::{Coverage, Switches};
 use crate::clock::{Calibration, CounterInfo};
 use crate::engine::calibrate::{GapChoice, LoopHistogram};
 use crate::model::{TimerKind, Workload};
+#[cfg(feature = "linux")]
 use crate::plan::ThreadSpec;
 use crate::policy::Policy;
 use crate::result::RunHeader;
+#[cfg(feature = "linux")]
 use crate::runner::{Measured, ThreadReport};
 use crate::stats::{Accumulator, Summary};
 use crate::units::Nanos;
+#[cfg(feature = "linux")]
 use crate::warning::{Warning, WarningKind};
 use serde::{Deserialize, Serialize};
 
@@ -151,6 +154,7 @@ pub struct Streamed {
     pub out_of_order: u64,
 }
 
+#[cfg(feature = "linux")]
 /// Turns each thread's counters and the sink's summaries into the result.
 pub fn build(
     threads: &[ThreadSpec],
@@ -205,6 +209,7 @@ pub fn build(
     }
 }
 
+#[cfg(feature = "linux")]
 /// One thread's result, and the trace records it lost.
 fn thread_result(
     t: &ThreadSpec,

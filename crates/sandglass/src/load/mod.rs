@@ -25,7 +25,9 @@
 //! signal belongs to the spawning thread), polls it every 10 ms, and stops it with SIGINT to the
 //! group, then SIGKILL two seconds later.
 
+#[cfg(feature = "linux")]
 mod builtin;
+#[cfg(feature = "linux")]
 mod external;
 pub mod spec;
 
@@ -33,13 +35,20 @@ pub use spec::{
     format_profile, parse_profile, split_args, LoadKind, LoadSpec, SplitArgsError, MAX_INTENSITY,
 };
 
-use crate::cpulist::{CpuList, CpuListError};
+#[cfg(feature = "linux")]
+use crate::cpulist::CpuList;
+use crate::cpulist::CpuListError;
+#[cfg(feature = "linux")]
 use sandglass_sys::Errno;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+#[cfg(feature = "linux")]
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+#[cfg(feature = "linux")]
 use std::sync::{mpsc, Arc, Condvar, Mutex};
+#[cfg(feature = "linux")]
 use std::thread::JoinHandle;
+#[cfg(feature = "linux")]
 use std::time::{Duration, Instant};
 use thiserror::Error;
 
@@ -97,10 +106,12 @@ pub enum LoadError {
         path: PathBuf,
         reason: String,
     },
+    #[cfg(feature = "linux")]
     #[error("load '{spec}' could not start: {source}")]
     Start { spec: String, source: StartError },
 }
 
+#[cfg(feature = "linux")]
 /// Why a load that was accepted could not start.
 #[derive(Debug, Error)]
 pub enum StartError {
@@ -126,6 +137,7 @@ pub enum StartError {
     NotExternal,
 }
 
+#[cfg(feature = "linux")]
 /// Why a load thread could not set itself up, or stopped working before the loads were stopped.
 #[derive(Debug, Error)]
 pub enum ThreadError {
@@ -185,7 +197,11 @@ impl LoadError {
     /// True when the error is answered by changing the input (a bad spec, an unavailable CPU, a
     /// missing program or directory), false when something failed while starting.
     pub fn is_usage(&self) -> bool {
-        !matches!(self, LoadError::Start { .. })
+        #[cfg(feature = "linux")]
+        if let LoadError::Start { .. } = self {
+            return false;
+        }
+        true
     }
 }
 
@@ -210,6 +226,7 @@ impl LoadOptions {
     }
 }
 
+#[cfg(feature = "linux")]
 impl Default for LoadOptions {
     /// Every CPU this process may use, and [`default_temp_dir`].
     fn default() -> LoadOptions {
@@ -258,6 +275,7 @@ pub struct LoadReport {
     pub error: Option<String>,
 }
 
+#[cfg(feature = "linux")]
 /// The stop flag and the start gate that every load thread shares.
 #[derive(Default)]
 pub(crate) struct Shared {
@@ -266,6 +284,7 @@ pub(crate) struct Shared {
     opened: Condvar,
 }
 
+#[cfg(feature = "linux")]
 impl Shared {
     pub(crate) fn stopped(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
@@ -302,28 +321,35 @@ impl Shared {
     }
 }
 
+#[cfg(feature = "linux")]
 /// The longest a load thread goes without looking at the stop flag, while waiting.
 pub(crate) const STEP: Duration = Duration::from_millis(10);
+#[cfg(feature = "linux")]
 /// The longest the setup of every load may take before `start` gives up.
 const SETUP_LIMIT: Duration = Duration::from_secs(30);
+#[cfg(feature = "linux")]
 /// How long `stop` waits for a thread before it leaves it behind and says so.
 const JOIN_LIMIT: Duration = Duration::from_secs(10);
 
+#[cfg(feature = "linux")]
 /// What a load thread reports once it is set up: the process group it started, if any.
 pub(crate) type Ready = Result<Option<i32>, ThreadError>;
 
+#[cfg(feature = "linux")]
 /// Sends one thread's setup outcome to `start`.
 pub(crate) struct Starter {
     load: usize,
     tx: mpsc::Sender<(usize, Ready)>,
 }
 
+#[cfg(feature = "linux")]
 impl Starter {
     pub(crate) fn ready(&self, r: Ready) {
         let _ = self.tx.send((self.load, r));
     }
 }
 
+#[cfg(feature = "linux")]
 /// Work counted by one thread.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Tally {
@@ -333,6 +359,7 @@ pub(crate) struct Tally {
     pub aux: u64,
 }
 
+#[cfg(feature = "linux")]
 /// A thread's running totals, published after every step so that [`RunningLoads::mark`] can
 /// take a baseline without stopping anything.
 #[derive(Debug, Default)]
@@ -343,6 +370,7 @@ pub(crate) struct Counters {
     base_aux: AtomicU64,
 }
 
+#[cfg(feature = "linux")]
 impl Counters {
     pub(crate) fn publish(&self, t: Tally) {
         self.work.store(t.work, Ordering::Relaxed);
@@ -367,6 +395,7 @@ impl Counters {
     }
 }
 
+#[cfg(feature = "linux")]
 /// What an external load's supervisor learnt.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct ExternalEnd {
@@ -377,6 +406,7 @@ pub(crate) struct ExternalEnd {
     pub detail: String,
 }
 
+#[cfg(feature = "linux")]
 /// How one load thread ended.
 #[derive(Debug, Default)]
 pub(crate) struct ThreadEnd {
@@ -387,6 +417,7 @@ pub(crate) struct ThreadEnd {
     pub external: Option<ExternalEnd>,
 }
 
+#[cfg(feature = "linux")]
 impl ThreadEnd {
     pub(crate) fn failed(error: String) -> ThreadEnd {
         ThreadEnd {
@@ -396,6 +427,7 @@ impl ThreadEnd {
     }
 }
 
+#[cfg(feature = "linux")]
 /// Pins the calling thread to `cpus` and sets it to SCHED_OTHER, nice 0 (or, when nice 0 is not
 /// permitted because the process runs at a higher nice value, SCHED_OTHER at that value).
 pub(crate) fn enter_load_thread(cpus: &[usize]) -> Result<(), ThreadError> {
@@ -424,6 +456,7 @@ pub(crate) fn enter_load_thread(cpus: &[usize]) -> Result<(), ThreadError> {
     sched::set_attr(Tid::SELF, &SchedAttr { nice, ..other }).map_err(ThreadError::Policy)
 }
 
+#[cfg(feature = "linux")]
 /// One thread of a load, about to be spawned.
 pub(crate) struct ThreadPlan {
     pub name: String,
@@ -431,9 +464,11 @@ pub(crate) struct ThreadPlan {
     pub body: Body,
 }
 
+#[cfg(feature = "linux")]
 /// What a load thread runs once it is pinned and at SCHED_OTHER.
 pub(crate) type Body = Box<dyn FnOnce(&Shared, &Starter, &Counters) -> ThreadEnd + Send>;
 
+#[cfg(feature = "linux")]
 /// A load whose threads run.
 struct Started {
     spec: LoadSpec,
@@ -445,6 +480,7 @@ struct Started {
     process_group: Option<i32>,
 }
 
+#[cfg(feature = "linux")]
 /// Loads that run until [`RunningLoads::stop`] or drop.
 pub struct RunningLoads {
     shared: Arc<Shared>,
@@ -455,6 +491,7 @@ pub struct RunningLoads {
     marked: Mutex<Option<Instant>>,
 }
 
+#[cfg(feature = "linux")]
 /// Starts every load; returns once all are running.
 pub fn start(specs: &[LoadSpec], opts: &LoadOptions) -> Result<RunningLoads, LoadError> {
     let allowed = crate::system::allowed_cpus();
@@ -583,6 +620,7 @@ pub fn start(specs: &[LoadSpec], opts: &LoadOptions) -> Result<RunningLoads, Loa
     Ok(running)
 }
 
+#[cfg(feature = "linux")]
 impl RunningLoads {
     /// The process groups of external loads, in the order of the specs that have one.
     pub fn process_groups(&self) -> Vec<i32> {
@@ -655,6 +693,7 @@ impl RunningLoads {
     }
 }
 
+#[cfg(feature = "linux")]
 impl Drop for RunningLoads {
     /// Stops everything if `stop` was not called; the reports are lost.
     fn drop(&mut self) {
@@ -664,6 +703,7 @@ impl Drop for RunningLoads {
     }
 }
 
+#[cfg(feature = "linux")]
 /// An I/O error's reason, as the kernel names it, without std's "(os error N)" suffix.
 pub(crate) fn io_reason(e: &std::io::Error) -> String {
     match e.raw_os_error() {
@@ -672,6 +712,7 @@ pub(crate) fn io_reason(e: &std::io::Error) -> String {
     }
 }
 
+#[cfg(feature = "linux")]
 /// Refuses a temporary directory that does not exist, is not a directory, or where no file can
 /// be created.
 pub(crate) fn check_temp_dir(spec: &str, dir: &Path) -> Result<(), LoadError> {
@@ -690,6 +731,7 @@ pub(crate) fn check_temp_dir(spec: &str, dir: &Path) -> Result<(), LoadError> {
         .map_err(|e| refuse(format!("cannot create a file there: {}", io_reason(&e))))
 }
 
+#[cfg(feature = "linux")]
 /// A new file in `dir` that is unlinked at once: its space is freed when the descriptor closes,
 /// even if the process is killed.
 pub(crate) fn anonymous_file(dir: &Path) -> std::io::Result<std::fs::File> {
@@ -710,12 +752,14 @@ pub(crate) fn anonymous_file(dir: &Path) -> std::io::Result<std::fs::File> {
     Ok(file)
 }
 
+#[cfg(feature = "linux")]
 /// True when `path` is a regular file someone may execute.
 pub(crate) fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
+#[cfg(feature = "linux")]
 /// The first executable `name` in the directories of `path_var` (a `PATH` value).
 pub(crate) fn find_program(name: &str, path_var: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
     std::env::split_paths(path_var?)
@@ -724,6 +768,7 @@ pub(crate) fn find_program(name: &str, path_var: Option<&std::ffi::OsStr>) -> Op
         .find(|p| is_executable(p))
 }
 
+#[cfg(feature = "linux")]
 /// The type of the file system holding `path` (`ext4`, `tmpfs`), from `/proc/self/mounts`.
 pub(crate) fn fs_type(path: &Path) -> Option<String> {
     let path = std::fs::canonicalize(path).ok()?;
@@ -731,6 +776,7 @@ pub(crate) fn fs_type(path: &Path) -> Option<String> {
     fs_type_in(&mounts, &path)
 }
 
+#[cfg(feature = "linux")]
 /// The type of the longest mount point in `mounts` (the `/proc/self/mounts` format, `fstab(5)`)
 /// that contains `path`; the last such mount wins, as it hides the earlier ones.
 pub(crate) fn fs_type_in(mounts: &str, path: &Path) -> Option<String> {
@@ -752,6 +798,7 @@ pub(crate) fn fs_type_in(mounts: &str, path: &Path) -> Option<String> {
     best.map(|(_, kind)| kind)
 }
 
+#[cfg(feature = "linux")]
 /// Adds up the threads of one load.
 fn report(
     spec: &LoadSpec,

@@ -54,23 +54,38 @@
 //! steps on a quiet machine, as the seed's cost table did), settle, and run through the frames
 //! only; they stop as soon as the last frame ends, and what each achieved is reported.
 
-use super::ipc::{self, End, Mechanism};
-use super::{now, setup_thread, BenchError, Header, Placement, Session, ThreadSetup};
+use super::ipc::Mechanism;
+#[cfg(feature = "linux")]
+use super::ipc::{self, End};
+#[cfg(feature = "linux")]
+use super::{now, setup_thread, Session};
+use super::{BenchError, Header, Placement, ThreadSetup};
 use crate::analysis::rng::SplitMix64;
 use crate::duration;
-use crate::load::{self, LoadReport};
+#[cfg(feature = "linux")]
+use crate::load;
+use crate::load::LoadReport;
 use crate::plan::LoadPlan;
 use crate::policy::Policy;
+#[cfg(feature = "linux")]
 use crate::runner::{Observer, RunContext, RunError};
 use crate::stats::Summary;
 use crate::units::Nanos;
+#[cfg(feature = "linux")]
 use crate::warning::Warning;
+#[cfg(feature = "linux")]
 use sandglass_sys::clock::{sleep_until, ClockId};
+#[cfg(feature = "linux")]
 use sandglass_sys::Errno;
 use serde::{Deserialize, Serialize};
+#[cfg(feature = "linux")]
 use std::fs::File;
+#[cfg(feature = "linux")]
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+#[cfg(feature = "linux")]
+use std::path::Path;
+use std::path::PathBuf;
+#[cfg(feature = "linux")]
 use std::sync::atomic::{AtomicBool, Ordering};
 use thiserror::Error;
 use toml::Spanned;
@@ -161,6 +176,7 @@ pub enum BudgetError {
     SyncFile { path: PathBuf, reason: String },
     #[error("cannot open {}: {reason}", .path.display())]
     OpenFile { path: PathBuf, reason: String },
+    #[cfg(feature = "linux")]
     #[error("posix_fadvise(RANDOM): {0}")]
     FadviseRandom(Errno),
     #[error("step {step} ({name}): cannot create the channel: {reason}")]
@@ -201,6 +217,7 @@ pub enum BudgetError {
 /// Why one run of a step failed, named by its system call.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum StepError {
+    #[cfg(feature = "linux")]
     #[error("posix_fadvise(DONTNEED): {0}")]
     DropPages(Errno),
     #[error("read: {reason}")]
@@ -606,6 +623,7 @@ pub fn agreement(
     })
 }
 
+#[cfg(feature = "linux")]
 /// A step ready to run.
 enum Runner {
     Read {
@@ -629,6 +647,7 @@ enum Runner {
     },
 }
 
+#[cfg(feature = "linux")]
 /// A fixed amount of work: `iterations` dependent multiply-adds.
 #[inline(never)]
 fn spin(iterations: u64) -> u64 {
@@ -642,6 +661,7 @@ fn spin(iterations: u64) -> u64 {
     x
 }
 
+#[cfg(feature = "linux")]
 /// Nanoseconds per [`spin`] iteration on this CPU: the fastest of five runs.
 fn calibrate_spin() -> f64 {
     let n = 200_000;
@@ -655,7 +675,9 @@ fn calibrate_spin() -> f64 {
         .max(1e-3)
 }
 
+#[cfg(feature = "linux")]
 impl Runner {
+    #[cfg(feature = "linux")]
     /// Work done between frames, outside the timed steps: a cold read drops the pages it will
     /// read next.
     fn prepare(&mut self) -> Result<(), StepError> {
@@ -671,6 +693,7 @@ impl Runner {
         Ok(())
     }
 
+    #[cfg(feature = "linux")]
     fn run(&mut self) -> Result<(), StepError> {
         match self {
             Runner::Read {
@@ -714,6 +737,7 @@ impl Runner {
     }
 }
 
+#[cfg(feature = "linux")]
 /// The receiver of a send step: takes each message whole and acknowledges it with one byte.
 fn receiver(
     mut end: End,
@@ -745,6 +769,7 @@ fn receiver(
     }
 }
 
+#[cfg(feature = "linux")]
 /// The file a read step reads: at least enough for every frame and prediction sample once, at
 /// most 64 MiB (then it is read round and round).
 fn read_file(dir: &Path, index: usize, bytes: u64, reads: u64) -> Result<(File, u64), BudgetError> {
@@ -905,6 +930,7 @@ pub fn validate(config: &BudgetConfig) -> Result<(), BudgetError> {
     Ok(())
 }
 
+#[cfg(feature = "linux")]
 struct Outcome {
     setup: ThreadSetup,
     step_samples: Vec<Vec<i64>>,
@@ -913,6 +939,7 @@ struct Outcome {
     loads: Vec<LoadReport>,
 }
 
+#[cfg(feature = "linux")]
 /// Starts the loads of `plan` on `cpus` (by default; a load may name its own) and lets them
 /// settle, checking `stop` every 10 ms. The counted window starts when the settle time is over.
 fn start_loads(
@@ -949,6 +976,7 @@ fn start_loads(
     Ok(Some(running))
 }
 
+#[cfg(feature = "linux")]
 #[allow(clippy::too_many_arguments)]
 fn run_frames(
     config: &BudgetConfig,
@@ -1136,6 +1164,7 @@ fn run_frames(
     })
 }
 
+#[cfg(feature = "linux")]
 /// Predicts the budget, runs it for real and writes the run directory.
 pub fn run(
     config: &BudgetConfig,

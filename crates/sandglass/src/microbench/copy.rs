@@ -18,13 +18,18 @@
 //! thread is pinned to one CPU. A copy touches both blocks, so a block of size N fits a cache
 //! level when 2N does; the table marks where that changes.
 
-use super::{now, summarize, Header, Session};
+use super::Header;
+#[cfg(feature = "linux")]
+use super::{now, summarize, Session};
+#[cfg(feature = "linux")]
 use crate::runner::{Observer, RunContext, RunError};
 use crate::stats::Summary;
 use crate::units::Nanos;
+#[cfg(feature = "linux")]
 use crate::warning::Warning;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
+#[cfg(feature = "linux")]
 use std::sync::atomic::{AtomicBool, Ordering};
 use thiserror::Error;
 
@@ -185,8 +190,10 @@ impl Default for CopyConfig {
     }
 }
 
+#[cfg(feature = "linux")]
 /// At least this many samples per cell, however long they take.
 const MIN_SAMPLES: usize = 5;
+#[cfg(feature = "linux")]
 /// A sample lasts at least this long.
 const MIN_SAMPLE_NS: u64 = 20_000;
 
@@ -224,6 +231,7 @@ pub struct CopyResult {
     pub cells: Vec<CopyCell>,
 }
 
+#[cfg(feature = "linux")]
 fn rate(bytes: u64, ns: i64) -> Option<f64> {
     (ns > 0).then(|| bytes as f64 * 1e9 / ns as f64)
 }
@@ -237,12 +245,14 @@ impl CopyCell {
     }
 }
 
+#[cfg(feature = "linux")]
 struct Measured {
     cells: Vec<CopyCell>,
     samples: Vec<(Variant, u64, u64, Vec<i64>)>,
     error: Option<String>,
 }
 
+#[cfg(feature = "linux")]
 fn measure(
     config: &CopyConfig,
     cpu: usize,
@@ -377,6 +387,7 @@ pub fn validate(config: &CopyConfig) -> Result<(), CopyError> {
     Ok(())
 }
 
+#[cfg(feature = "linux")]
 /// Runs the copy benchmark and writes its run directory.
 pub fn run(
     config: &CopyConfig,
@@ -424,6 +435,7 @@ pub fn run(
     Ok(result)
 }
 
+#[cfg(feature = "linux")]
 fn write_files(
     session: &Session,
     r: &CopyResult,

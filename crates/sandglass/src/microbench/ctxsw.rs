@@ -22,17 +22,26 @@
 //! checks that it came back increased by M: the token is never lost or duplicated. Every member
 //! records the CPU it ran on at every hop.
 
-use super::{now, setup_thread, CpusSeen, Header, Session, ThreadSetup};
+#[cfg(feature = "linux")]
+use super::{now, setup_thread, CpusSeen, Session};
+use super::{Header, ThreadSetup};
 use crate::policy::Policy;
+#[cfg(feature = "linux")]
 use crate::runner::{Observer, RunContext, RunError};
 use crate::stats::Summary;
 use crate::units::Nanos;
+#[cfg(feature = "linux")]
 use sandglass_sys::Errno;
 use serde::{Deserialize, Serialize};
+#[cfg(feature = "linux")]
 use std::fs::File;
+#[cfg(feature = "linux")]
 use std::io::{Read, Write};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+#[cfg(feature = "linux")]
+use std::sync::atomic::AtomicBool;
+#[cfg(feature = "linux")]
+use std::sync::atomic::Ordering;
 use thiserror::Error;
 
 /// What to measure.
@@ -69,8 +78,10 @@ impl Default for CtxswConfig {
     }
 }
 
+#[cfg(feature = "linux")]
 /// At least this many samples, however long they take.
 const MIN_SAMPLES: usize = 10;
+#[cfg(feature = "linux")]
 /// Bytes between the words a member reads from its working set.
 const LINE: usize = 64;
 
@@ -157,6 +168,7 @@ pub struct CtxswResult {
     pub cells: Vec<CtxswCell>,
 }
 
+#[cfg(feature = "linux")]
 /// Reads one word of every line of `ws`; the sum keeps the reads from being optimised away.
 #[inline]
 fn touch(ws: &[u8]) -> u64 {
@@ -171,6 +183,7 @@ fn touch(ws: &[u8]) -> u64 {
     sum
 }
 
+#[cfg(feature = "linux")]
 /// A working set of `bytes`, every page written so that no touch takes a page fault.
 fn working_set(bytes: u64) -> Vec<u8> {
     (0..bytes as usize).map(|i| i as u8).collect()
@@ -192,12 +205,14 @@ pub enum CtxswError {
     ZeroMaxTrips,
     #[error("-P: SCHED_DEADLINE is not offered here; use f:PRIO, r:PRIO, o:NICE, b or i")]
     Deadline,
+    #[cfg(feature = "linux")]
     #[error("pipe2: {0}")]
     Pipe(Errno),
     #[error("the token pipe failed: {reason}")]
     TokenPipe { reason: String },
 }
 
+#[cfg(feature = "linux")]
 /// The per-hop overhead of one thread passing a token to itself.
 fn overhead(
     ws_bytes: u64,
@@ -234,11 +249,13 @@ fn overhead(
     }
 }
 
+#[cfg(feature = "linux")]
 struct Member {
     rx: File,
     tx: File,
 }
 
+#[cfg(feature = "linux")]
 struct MemberOutcome {
     setup: Option<ThreadSetup>,
     seen: CpusSeen,
@@ -246,6 +263,7 @@ struct MemberOutcome {
     error: Option<String>,
 }
 
+#[cfg(feature = "linux")]
 /// What every member of a ring shares.
 struct RingArgs<'a> {
     ring: usize,
@@ -257,6 +275,7 @@ struct RingArgs<'a> {
     stop: &'a AtomicBool,
 }
 
+#[cfg(feature = "linux")]
 /// Member `index` of the ring. Member 0 starts every trip and times it after three warm-up
 /// trips (by then every member has pinned itself and touched its working set once); the others
 /// pass the token on until their pipe reaches end of file. A member that fails closes its pipes,
@@ -342,6 +361,7 @@ fn member(index: usize, mut m: Member, a: &RingArgs<'_>) -> MemberOutcome {
     }
 }
 
+#[cfg(feature = "linux")]
 /// The ring's trips, the members' CPUs and setups.
 fn ring_trips(
     ws_bytes: u64,
@@ -436,6 +456,7 @@ pub fn switch_costs(trips: &[i64], ring: usize, overhead_p50_ns: i64) -> (Vec<i6
     (hops, switches)
 }
 
+#[cfg(feature = "linux")]
 fn measure_cell(
     ws_bytes: u64,
     cpu: usize,
@@ -501,6 +522,7 @@ pub fn validate(config: &CtxswConfig) -> Result<(), CtxswError> {
     Ok(())
 }
 
+#[cfg(feature = "linux")]
 /// Runs the context-switch benchmark and writes its run directory.
 pub fn run(
     config: &CtxswConfig,

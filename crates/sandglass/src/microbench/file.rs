@@ -28,18 +28,29 @@
 //! The file lives in a new directory under `--dir` (created mode 0700) and is removed with its
 //! directory when the benchmark ends, whatever way it ends.
 
-use super::{now, setup_thread, Header, Session, ThreadSetup};
+#[cfg(feature = "linux")]
+use super::{now, setup_thread, Session};
+use super::{Header, ThreadSetup};
+#[cfg(feature = "linux")]
 use crate::policy::Policy;
+#[cfg(feature = "linux")]
 use crate::runner::{Observer, RunContext, RunError};
 use crate::stats::Summary;
+#[cfg(feature = "linux")]
 use crate::warning::{Warning, WarningKind};
+#[cfg(feature = "linux")]
 use sandglass_sys::ipc::{self as sys, MappedFile, RusageWho};
+#[cfg(feature = "linux")]
 use sandglass_sys::Errno;
 use serde::{Deserialize, Serialize};
+#[cfg(feature = "linux")]
 use std::fs::File;
+#[cfg(feature = "linux")]
 use std::io::{BufReader, Read, Write};
+#[cfg(feature = "linux")]
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
+#[cfg(feature = "linux")]
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use thiserror::Error;
 
@@ -114,6 +125,7 @@ pub enum FileBenchError {
     /// the write to `/proc/sys/vm/drop_caches`.
     #[error("{call}: {reason}")]
     Io { call: &'static str, reason: String },
+    #[cfg(feature = "linux")]
     #[error("{call}: {errno}")]
     Sys { call: &'static str, errno: Errno },
     #[error("mmap: a range outside the mapping")]
@@ -277,6 +289,7 @@ pub struct WordSum {
 }
 
 impl WordSum {
+    #[cfg(feature = "linux")]
     pub fn update(&mut self, mut data: &[u8]) {
         if self.len > 0 {
             let take = (8 - self.len).min(data.len());
@@ -331,30 +344,37 @@ pub fn filesystem_of(mountinfo: &str, path: &Path) -> Option<(String, String)> {
     best.map(|(_, t, s)| (t, s))
 }
 
+#[cfg(feature = "linux")]
 /// Sets its flag when dropped.
 struct SetOnDrop<'a>(&'a AtomicBool);
 
+#[cfg(feature = "linux")]
 impl Drop for SetOnDrop<'_> {
     fn drop(&mut self) {
         self.0.store(true, Ordering::Relaxed);
     }
 }
 
+#[cfg(feature = "linux")]
 /// A directory removed with everything in it when dropped.
 pub(crate) struct TempDir(PathBuf);
 
+#[cfg(feature = "linux")]
 impl TempDir {
+    #[cfg(feature = "linux")]
     pub(crate) fn path(&self) -> &Path {
         &self.0
     }
 }
 
+#[cfg(feature = "linux")]
 impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
+#[cfg(feature = "linux")]
 /// Creates a new private directory under `dir`; the error says what to change.
 pub(crate) fn temp_dir(dir: &Path) -> Result<TempDir, FileBenchError> {
     use std::os::unix::fs::DirBuilderExt;
@@ -383,11 +403,13 @@ pub(crate) fn temp_dir(dir: &Path) -> Result<TempDir, FileBenchError> {
     Ok(guard)
 }
 
+#[cfg(feature = "linux")]
 /// The word at index `i` of the file: a SplitMix64 stream, so that no two blocks are alike.
 fn file_word(rng: &mut crate::analysis::rng::SplitMix64) -> u64 {
     rng.next_u64()
 }
 
+#[cfg(feature = "linux")]
 /// Writes `size` bytes to `path`, returns the checksum, and writes the file back to storage.
 fn create_file(path: &Path, size: u64, stop: &AtomicBool) -> Result<u64, FileBenchError> {
     let mut f = std::fs::OpenOptions::new()
@@ -427,6 +449,7 @@ fn create_file(path: &Path, size: u64, stop: &AtomicBool) -> Result<u64, FileBen
     Ok(sum.finish())
 }
 
+#[cfg(feature = "linux")]
 /// The idle counters: one SCHED_IDLE thread per CPU counting loop iterations.
 struct Freetime<'a> {
     cpus: Vec<usize>,
@@ -434,10 +457,12 @@ struct Freetime<'a> {
     rates: Vec<f64>,
 }
 
+#[cfg(feature = "linux")]
 #[repr(align(128))]
 #[derive(Default)]
 struct PaddedCounter(AtomicU64);
 
+#[cfg(feature = "linux")]
 fn idle_counter(cpu: usize, counter: &AtomicU64, stop: &AtomicBool) {
     let _ = setup_thread(cpu, &Policy::Idle, false);
     let mut n = 0u64;
@@ -451,11 +476,14 @@ fn idle_counter(cpu: usize, counter: &AtomicU64, stop: &AtomicBool) {
     }
 }
 
+#[cfg(feature = "linux")]
 impl Freetime<'_> {
+    #[cfg(feature = "linux")]
     fn snapshot(&self) -> (u64, Vec<u64>) {
         snapshot(self.counts)
     }
 
+    #[cfg(feature = "linux")]
     /// CPUs kept busy between two snapshots.
     fn busy_cpus(&self, a: &(u64, Vec<u64>), b: &(u64, Vec<u64>)) -> Option<f64> {
         let secs = b.0.checked_sub(a.0)? as f64 / 1e9;
@@ -474,6 +502,7 @@ impl Freetime<'_> {
     }
 }
 
+#[cfg(feature = "linux")]
 fn snapshot(counts: &[PaddedCounter]) -> (u64, Vec<u64>) {
     (
         now(),
@@ -481,12 +510,14 @@ fn snapshot(counts: &[PaddedCounter]) -> (u64, Vec<u64>) {
     )
 }
 
+#[cfg(feature = "linux")]
 /// A buffer of `len` bytes starting on a `align`-byte boundary, inside `storage`.
 fn aligned(storage: &mut [u8], align: usize, len: usize) -> Option<&mut [u8]> {
     let off = storage.as_ptr().align_offset(align);
     storage.get_mut(off..off.checked_add(len)?)
 }
 
+#[cfg(feature = "linux")]
 struct PassOut {
     bytes: u64,
     elapsed_ns: u64,
@@ -494,6 +525,7 @@ struct PassOut {
     checksum: u64,
 }
 
+#[cfg(feature = "linux")]
 fn io_err(call: &'static str) -> impl Fn(std::io::Error) -> FileBenchError {
     move |e| FileBenchError::Io {
         call,
@@ -501,6 +533,7 @@ fn io_err(call: &'static str) -> impl Fn(std::io::Error) -> FileBenchError {
     }
 }
 
+#[cfg(feature = "linux")]
 fn read_buffered(path: &Path, size: u64) -> Result<PassOut, FileBenchError> {
     let f = File::open(path).map_err(io_err("open"))?;
     let mut r = BufReader::with_capacity(BUFFER_BYTES, f);
@@ -539,6 +572,7 @@ fn read_buffered(path: &Path, size: u64) -> Result<PassOut, FileBenchError> {
     })
 }
 
+#[cfg(feature = "linux")]
 fn read_blocks(file: &mut File, buf: &mut [u8], size: u64) -> Result<PassOut, FileBenchError> {
     let mut samples = Vec::with_capacity((size as usize / buf.len().max(1)) + 2);
     let mut sum = WordSum::default();
@@ -564,6 +598,7 @@ fn read_blocks(file: &mut File, buf: &mut [u8], size: u64) -> Result<PassOut, Fi
     })
 }
 
+#[cfg(feature = "linux")]
 fn read_mmap(path: &Path, size: u64) -> Result<PassOut, FileBenchError> {
     let f = File::open(path).map_err(io_err("open"))?;
     let start = now();
@@ -591,6 +626,7 @@ fn read_mmap(path: &Path, size: u64) -> Result<PassOut, FileBenchError> {
     })
 }
 
+#[cfg(feature = "linux")]
 fn read_direct(path: &Path, size: u64) -> Result<PassOut, FileBenchError> {
     let mut f = sys::open_direct(path).map_err(|e| FileBenchError::OpenDirect {
         reason: e.to_string(),
@@ -600,6 +636,7 @@ fn read_direct(path: &Path, size: u64) -> Result<PassOut, FileBenchError> {
     read_blocks(&mut f, buf, size)
 }
 
+#[cfg(feature = "linux")]
 /// Drops the file's cached pages, and the whole page cache when asked.
 fn make_cold(path: &Path, drop_all: bool) -> Result<(), FileBenchError> {
     let f = File::open(path).map_err(io_err("open"))?;
@@ -615,15 +652,18 @@ fn make_cold(path: &Path, drop_all: bool) -> Result<(), FileBenchError> {
     Ok(())
 }
 
+#[cfg(feature = "linux")]
 /// The passes, the reading thread's setup and the idle counters' calibration.
 type Passes = (Vec<FilePass>, Option<ThreadSetup>, Option<FreetimeInfo>);
 
+#[cfg(feature = "linux")]
 struct Plan {
     method: Method,
     block: u64,
     cache: CacheState,
 }
 
+#[cfg(feature = "linux")]
 fn plan(config: &FileConfig) -> Vec<Plan> {
     let mut out = Vec::new();
     for &m in &config.methods {
@@ -654,6 +694,7 @@ fn plan(config: &FileConfig) -> Vec<Plan> {
     out
 }
 
+#[cfg(feature = "linux")]
 fn one_pass(
     p: &Plan,
     path: &Path,
@@ -744,6 +785,7 @@ fn one_pass(
     pass
 }
 
+#[cfg(feature = "linux")]
 /// Checks the configuration; the error names the flag.
 pub fn validate(config: &FileConfig) -> Result<(), FileBenchError> {
     if config.size_bytes < 4096 {
@@ -770,6 +812,7 @@ pub fn validate(config: &FileConfig) -> Result<(), FileBenchError> {
     Ok(())
 }
 
+#[cfg(feature = "linux")]
 /// Runs the file benchmark and writes its run directory. The temporary file is always removed.
 pub fn run(
     config: &FileConfig,

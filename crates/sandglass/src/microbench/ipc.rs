@@ -31,22 +31,36 @@
 //! with [`crate::analysis::fit::fit_cost`]; the residuals show where the line does not hold
 //! (a pipe's 64 KiB capacity, the caches).
 
-use super::{now, pattern, setup_thread, CpusSeen, Header, Placement, Session, ThreadSetup};
+#[cfg(feature = "linux")]
+use super::{now, pattern, setup_thread, CpusSeen, Session};
+use super::{Header, Placement, ThreadSetup};
 use crate::analysis::fit::{fit_cost, CostFit, FitError, Point};
 use crate::policy::Policy;
+#[cfg(feature = "linux")]
 use crate::runner::{Observer, RunContext, RunError};
 use crate::stats::Summary;
 use crate::units::Nanos;
+#[cfg(feature = "linux")]
 use crate::warning::{Warning, WarningKind};
+#[cfg(feature = "linux")]
 use sandglass_sys::ipc::{self as sys, MessageQueue, Notify, ShmEnd};
 use serde::{Deserialize, Serialize};
+#[cfg(feature = "linux")]
 use std::fs::File;
+#[cfg(feature = "linux")]
 use std::io::{self, Read, Write};
+#[cfg(feature = "linux")]
 use std::net::{TcpListener, TcpStream};
+#[cfg(feature = "linux")]
 use std::os::unix::net::{UnixDatagram, UnixStream};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+#[cfg(feature = "linux")]
+use std::sync::atomic::AtomicBool;
+#[cfg(feature = "linux")]
+use std::sync::atomic::Ordering;
+#[cfg(feature = "linux")]
 use std::sync::Arc;
+#[cfg(feature = "linux")]
 use std::time::Duration;
 use thiserror::Error;
 
@@ -135,6 +149,7 @@ pub fn parse_mechanisms(text: &str) -> Result<Vec<Mechanism>, IpcError> {
 
 /// The largest datagram sent at once; larger messages travel as several.
 pub const DGRAM_FRAGMENT: usize = 64 << 10;
+#[cfg(feature = "linux")]
 /// No receive or send waits longer than this: a peer that died cannot hang the benchmark.
 const IO_TIMEOUT: Duration = Duration::from_secs(10);
 /// The default message sizes: 1 byte to 1 MiB.
@@ -148,6 +163,7 @@ pub const DEFAULT_SIZES: [u64; 8] = [
     256 << 10,
     1 << 20,
 ];
+#[cfg(feature = "linux")]
 /// At least this many measured round trips per cell, however long they take.
 const MIN_SAMPLES: usize = 10;
 
@@ -211,6 +227,7 @@ pub fn mq_limits() -> (usize, usize) {
     )
 }
 
+#[cfg(feature = "linux")]
 /// One end of a channel.
 pub(crate) enum End {
     Pipe {
@@ -228,6 +245,7 @@ pub(crate) enum End {
     Shm(ShmEnd),
 }
 
+#[cfg(feature = "linux")]
 /// Two connected ends and the largest piece a message travels in (`None`: whole).
 pub(crate) struct Channel {
     pub a: End,
@@ -235,10 +253,12 @@ pub(crate) struct Channel {
     pub fragment: Option<usize>,
 }
 
+#[cfg(feature = "linux")]
 fn sys_err(what: &str, e: sandglass_sys::Errno) -> io::Error {
     io::Error::new(io::Error::from(e).kind(), format!("{what}: {e}"))
 }
 
+#[cfg(feature = "linux")]
 /// Creates a channel of mechanism `m` for messages of up to `max_bytes` bytes.
 pub(crate) fn channel(m: Mechanism, max_bytes: usize) -> io::Result<Channel> {
     let timeouts = |s: &UnixStream| -> io::Result<()> {
@@ -335,6 +355,7 @@ pub(crate) fn channel(m: Mechanism, max_bytes: usize) -> io::Result<Channel> {
     })
 }
 
+#[cfg(feature = "linux")]
 /// Reads exactly `buf.len()` bytes from a stream; `Ok(false)` on end of file before the first.
 fn read_stream(r: &mut dyn Read, buf: &mut [u8]) -> io::Result<bool> {
     let mut off = 0;
@@ -350,6 +371,7 @@ fn read_stream(r: &mut dyn Read, buf: &mut [u8]) -> io::Result<bool> {
     Ok(true)
 }
 
+#[cfg(feature = "linux")]
 fn bad_piece(got: usize, want: usize) -> io::Error {
     io::Error::new(
         io::ErrorKind::InvalidData,
@@ -357,6 +379,7 @@ fn bad_piece(got: usize, want: usize) -> io::Error {
     )
 }
 
+#[cfg(feature = "linux")]
 impl End {
     /// Sends one message of `data.len()` bytes (at least 1).
     pub(crate) fn send(&mut self, data: &[u8]) -> io::Result<()> {
@@ -384,6 +407,7 @@ impl End {
         }
     }
 
+    #[cfg(feature = "linux")]
     /// Receives one message of exactly `buf.len()` bytes (at least 1); `Ok(false)` when the
     /// peer closed before it.
     pub(crate) fn recv_exact(&mut self, buf: &mut [u8]) -> io::Result<bool> {
@@ -544,9 +568,11 @@ impl IpcResult {
     }
 }
 
+#[cfg(feature = "linux")]
 /// Every round trip of a mechanism, by size.
 type RawSamples = Vec<(u64, Vec<i64>)>;
 
+#[cfg(feature = "linux")]
 /// What the client of one cell measured.
 struct ClientOutcome {
     samples: Vec<i64>,
@@ -556,12 +582,14 @@ struct ClientOutcome {
     error: Option<String>,
 }
 
+#[cfg(feature = "linux")]
 struct ServerOutcome {
     seen: CpusSeen,
     setup: Option<ThreadSetup>,
     error: Option<String>,
 }
 
+#[cfg(feature = "linux")]
 fn serve(mut end: End, n: usize, cpu: usize, policy: &Policy, privileged: bool) -> ServerOutcome {
     let mut out = ServerOutcome {
         seen: CpusSeen::new(),
@@ -595,6 +623,7 @@ fn serve(mut end: End, n: usize, cpu: usize, policy: &Policy, privileged: bool) 
     out
 }
 
+#[cfg(feature = "linux")]
 struct ClientArgs<'a> {
     n: usize,
     cpu: usize,
@@ -603,6 +632,7 @@ struct ClientArgs<'a> {
     stop: &'a AtomicBool,
 }
 
+#[cfg(feature = "linux")]
 fn client(end: &mut End, a: &ClientArgs<'_>) -> ClientOutcome {
     let cap = a.config.max_samples.max(MIN_SAMPLES);
     let mut out = ClientOutcome {
@@ -680,6 +710,7 @@ fn client(end: &mut End, a: &ClientArgs<'_>) -> ClientOutcome {
     out
 }
 
+#[cfg(feature = "linux")]
 /// Measures one cell: a fresh channel, a server thread and a client thread.
 fn cell(
     m: Mechanism,
@@ -832,6 +863,7 @@ pub fn resolve_cpus(config: &IpcConfig, allowed: &[usize]) -> Result<(usize, usi
     )?)
 }
 
+#[cfg(feature = "linux")]
 /// Runs the IPC benchmark and writes its run directory.
 pub fn run(
     config: &IpcConfig,
@@ -939,6 +971,7 @@ pub fn run(
     Ok(result)
 }
 
+#[cfg(feature = "linux")]
 fn write_files(
     session: &Session,
     r: &IpcResult,

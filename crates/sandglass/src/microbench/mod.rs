@@ -38,18 +38,32 @@ pub mod file;
 pub mod ipc;
 pub mod timer_overhead;
 
+#[cfg(feature = "linux")]
 use crate::os::{self, AppliedPolicy, PolicyFailure};
 use crate::policy::Policy;
-use crate::runner::{RunContext, RunError};
+#[cfg(feature = "linux")]
+use crate::runner::RunContext;
+#[cfg(feature = "linux")]
+use crate::runner::RunError;
 use crate::stats::{self, Summary};
-use crate::store::{self, FileEntry, Manifest, RunDir, RunState};
-use crate::warning::{Warning, WarningKind};
+use crate::store::RunState;
+#[cfg(feature = "linux")]
+use crate::store::{self, FileEntry, Manifest, RunDir};
+use crate::warning::Warning;
+#[cfg(feature = "linux")]
+use crate::warning::WarningKind;
+#[cfg(feature = "linux")]
 use sandglass_sys::sched::{self, Tid};
+#[cfg(feature = "linux")]
 use sandglass_sys::signal;
+#[cfg(feature = "linux")]
 use sandglass_sys::Errno;
 use serde::{Deserialize, Serialize};
+#[cfg(feature = "linux")]
 use std::io::Write as _;
+#[cfg(feature = "linux")]
 use std::path::Path;
+#[cfg(feature = "linux")]
 use std::sync::atomic::{AtomicBool, Ordering};
 use thiserror::Error;
 
@@ -137,6 +151,7 @@ pub enum BenchError {
     CpuNotAllowed { cpu: usize, allowed: Vec<usize> },
     #[error("this process may use no CPU at all")]
     NoCpu,
+    #[cfg(feature = "linux")]
     #[error("cannot pin a thread to CPU {cpu}: {errno}")]
     Pin { cpu: usize, errno: Errno },
     #[error("{}: SCHED_DEADLINE admission control refused the bandwidth", .policy.describe())]
@@ -146,6 +161,7 @@ pub enum BenchError {
     PolicyRefused(String),
 }
 
+#[cfg(feature = "linux")]
 /// A configuration or CPU choice refused before anything was measured, as the runner's usage
 /// error (exit code 2).
 pub(crate) fn usage(e: impl std::fmt::Display) -> RunError {
@@ -235,12 +251,14 @@ fn list(cpus: &[usize]) -> String {
         .unwrap_or_else(|| "none".to_string())
 }
 
+#[cfg(feature = "linux")]
 /// The CPUs a thread was seen running on, as a bitset (the placement check of every kind).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CpusSeen {
     words: Vec<u64>,
 }
 
+#[cfg(feature = "linux")]
 impl CpusSeen {
     /// A set with room for every CPU number, allocated before a measurement loop.
     pub fn new() -> CpusSeen {
@@ -315,6 +333,7 @@ pub struct Header {
     pub warnings: Vec<Warning>,
 }
 
+#[cfg(feature = "linux")]
 /// Whether the process may use real-time policies without asking (root or CAP_SYS_NICE).
 pub fn privileged() -> bool {
     let p = crate::system::privileges();
@@ -333,6 +352,7 @@ pub struct ThreadSetup {
     pub downgraded: Option<String>,
 }
 
+#[cfg(feature = "linux")]
 /// Pins the calling thread to `cpu` and applies `policy` (falling back to SCHED_OTHER with a
 /// message when a privilege is missing). An error means the thread must not measure.
 pub fn setup_thread(
@@ -355,6 +375,7 @@ pub fn setup_thread(
     })
 }
 
+#[cfg(feature = "linux")]
 /// The warning for a policy that was lowered, once per message.
 pub(crate) fn downgrade_warnings(setups: &[&ThreadSetup], warnings: &mut Vec<Warning>) {
     for s in setups {
@@ -371,6 +392,7 @@ pub fn summarize(samples: &mut [i64]) -> Option<Summary> {
     stats::summarize(samples)
 }
 
+#[cfg(feature = "linux")]
 /// An open run directory of a benchmark, from the `running` manifest to the final one.
 pub(crate) struct Session {
     dir: RunDir,
@@ -381,10 +403,12 @@ pub(crate) struct Session {
     _signals: crate::runner::SignalHold,
 }
 
+#[cfg(feature = "linux")]
 fn monotonic_ns() -> u64 {
     sandglass_sys::clock::now_ns(sandglass_sys::clock::ClockId::Monotonic)
 }
 
+#[cfg(feature = "linux")]
 impl Session {
     /// Creates the run directory (`output` or a new one under the context's base) and writes
     /// the `running` manifest. Everything the user can get wrong must be checked before: a
@@ -491,12 +515,14 @@ impl Session {
     }
 }
 
+#[cfg(feature = "linux")]
 /// How a measurement ended, from the supervising thread's point of view.
 pub(crate) struct Ended {
     pub state: RunState,
     pub detail: String,
 }
 
+#[cfg(feature = "linux")]
 impl Ended {
     fn completed() -> Ended {
         Ended {
@@ -506,6 +532,7 @@ impl Ended {
     }
 }
 
+#[cfg(feature = "linux")]
 /// Runs `body` in a worker thread while the calling thread waits for a signal that ends a run
 /// (SIGINT, SIGTERM, SIGHUP); it sets `stop`, which the body checks between samples. They are
 /// blocked for the duration (threads the body creates inherit the mask) and unblocked afterwards
@@ -553,6 +580,7 @@ pub(crate) fn supervise<T: Send>(
     Ok((joined?, ended))
 }
 
+#[cfg(feature = "linux")]
 /// An I/O error's reason in the kernel's words with its symbolic name, without std's
 /// "(os error N)": `ENOENT (No such file or directory)`.
 pub(crate) fn io_reason(e: &std::io::Error) -> String {
@@ -562,6 +590,7 @@ pub(crate) fn io_reason(e: &std::io::Error) -> String {
     }
 }
 
+#[cfg(feature = "linux")]
 /// Gzip-compresses `text`.
 pub(crate) fn gzip(text: &[u8]) -> Vec<u8> {
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
@@ -570,12 +599,14 @@ pub(crate) fn gzip(text: &[u8]) -> Vec<u8> {
     enc.finish().unwrap_or_default()
 }
 
+#[cfg(feature = "linux")]
 /// The current CLOCK_MONOTONIC time in nanoseconds.
 #[inline]
 pub(crate) fn now() -> u64 {
     monotonic_ns()
 }
 
+#[cfg(feature = "linux")]
 /// A stable, cheap pattern byte for message `seq` of size `size` at offset `i`, so that a
 /// stale or misplaced byte is detected.
 #[inline]
@@ -587,6 +618,7 @@ pub(crate) fn pattern(seq: u64, size: u64, i: usize) -> u8 {
         .wrapping_add((i >> 8) as u64) as u8
 }
 
+#[cfg(feature = "linux")]
 /// A run context for tests, writing runs under `base`.
 #[cfg(test)]
 pub(crate) fn test_context(base: &Path) -> RunContext {
@@ -603,6 +635,7 @@ pub(crate) fn test_context(base: &Path) -> RunContext {
     }
 }
 
+#[cfg(feature = "linux")]
 /// Tells the person running the tests why one was skipped, on the real stderr (the test
 /// harness captures `eprintln!`).
 #[cfg(test)]

@@ -26,18 +26,27 @@
 //! at the rates seen here. Without the privilege for SCHED_FIFO the timer thread runs at
 //! SCHED_OTHER and the loop at SCHED_IDLE, so that each wakeup still preempts the loop.
 
-use super::{now, setup_thread, CpusSeen, Header, Session, ThreadSetup};
+#[cfg(feature = "linux")]
+use super::{now, setup_thread, CpusSeen, Session};
+use super::{Header, ThreadSetup};
 use crate::analysis::two_rate::{solve, RateMeasurement, TwoRate};
 use crate::model::TimerKind;
+#[cfg(feature = "linux")]
 use crate::policy::Policy;
+#[cfg(feature = "linux")]
 use crate::runner::{Observer, RunContext, RunError};
 use crate::units::Nanos;
+#[cfg(feature = "linux")]
 use crate::warning::{Warning, WarningKind};
+#[cfg(feature = "linux")]
 use sandglass_sys::clock::{sleep_for, sleep_until, ClockId};
+#[cfg(feature = "linux")]
 use sandglass_sys::timer::{PosixTimer, TimerFd};
+#[cfg(feature = "linux")]
 use sandglass_sys::Errno;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
+#[cfg(feature = "linux")]
 use std::sync::atomic::{AtomicBool, Ordering};
 use thiserror::Error;
 
@@ -99,6 +108,7 @@ impl Default for TimerOverheadConfig {
     }
 }
 
+#[cfg(feature = "linux")]
 /// Time between two phases, for the last wakeups of one to finish before the next starts.
 const GAP_NS: u64 = 20_000_000;
 
@@ -206,9 +216,11 @@ pub struct TimerOverheadResult {
     pub kinds: Vec<KindResult>,
 }
 
+#[cfg(feature = "linux")]
 /// One phase of the schedule: (requested rate, repetition, start, end).
 type Slot = (f64, usize, u64, u64);
 
+#[cfg(feature = "linux")]
 fn schedule(config: &TimerOverheadConfig, t0: u64) -> Vec<Slot> {
     let mut out = Vec::new();
     let step = config.phase_ns.0 + GAP_NS;
@@ -243,18 +255,23 @@ pub enum TimerOverheadError {
     Priority(u32),
     #[error("--working-set: at most 64 MiB")]
     WorkingSetTooLarge,
+    #[cfg(feature = "linux")]
     #[error("timerfd_create failed: {0}")]
     TimerfdCreate(Errno),
+    #[cfg(feature = "linux")]
     #[error("cannot block the timer signal: {0}")]
     BlockSignal(Errno),
+    #[cfg(feature = "linux")]
     #[error("timer_create failed: {0}")]
     TimerCreate(Errno),
     #[error("the {0} timer is not measured here")]
     NotMeasured(TimerKind),
+    #[cfg(feature = "linux")]
     #[error("waiting on the timer failed: {0}")]
     Wait(Errno),
 }
 
+#[cfg(feature = "linux")]
 enum Waker {
     Hr,
     Native,
@@ -262,7 +279,9 @@ enum Waker {
     Posix(PosixTimer),
 }
 
+#[cfg(feature = "linux")]
 impl Waker {
+    #[cfg(feature = "linux")]
     fn new(kind: TimerKind) -> Result<Waker, TimerOverheadError> {
         Ok(match kind {
             TimerKind::Hr => Waker::Hr,
@@ -282,6 +301,7 @@ impl Waker {
         })
     }
 
+    #[cfg(feature = "linux")]
     /// Sleeps until CLOCK_MONOTONIC reaches `at`.
     fn wait_until(&self, at: u64) -> Result<(), TimerOverheadError> {
         loop {
@@ -307,6 +327,7 @@ impl Waker {
     }
 }
 
+#[cfg(feature = "linux")]
 struct TimerOutcome {
     setup: Option<ThreadSetup>,
     wakeups: Vec<u64>,
@@ -314,6 +335,7 @@ struct TimerOutcome {
     error: Option<String>,
 }
 
+#[cfg(feature = "linux")]
 fn timer_thread(
     kind: TimerKind,
     cpu: usize,
@@ -360,6 +382,7 @@ fn timer_thread(
     out
 }
 
+#[cfg(feature = "linux")]
 struct LoopOutcome {
     setup: Option<ThreadSetup>,
     /// Per slot: iterations and elapsed nanoseconds.
@@ -368,12 +391,14 @@ struct LoopOutcome {
     error: Option<String>,
 }
 
+#[cfg(feature = "linux")]
 /// One iteration of the background loop: every word of the working set.
 #[inline]
 fn iteration(ws: &[u64]) -> u64 {
     ws.iter().fold(0u64, |a, &w| a.wrapping_add(w))
 }
 
+#[cfg(feature = "linux")]
 fn loop_thread(
     cpu: usize,
     policy: &Policy,
@@ -421,6 +446,7 @@ fn loop_thread(
     out
 }
 
+#[cfg(feature = "linux")]
 fn measure_kind(
     kind: TimerKind,
     config: &TimerOverheadConfig,
@@ -529,6 +555,7 @@ pub fn validate(config: &TimerOverheadConfig) -> Result<(), TimerOverheadError> 
     Ok(())
 }
 
+#[cfg(feature = "linux")]
 /// Runs the two-rate measurement for every timer kind and writes its run directory.
 pub fn run(
     config: &TimerOverheadConfig,

@@ -27,32 +27,42 @@
 //! [`Measured::finish`] writes the final manifest. The operating system is reached only through
 //! [`host::Host`], which the unit tests replace.
 
+#[cfg(feature = "linux")]
 pub mod host;
 pub mod streams;
+#[cfg(feature = "linux")]
 mod supervise;
+#[cfg(feature = "linux")]
 mod threads;
 
 #[cfg(test)]
 mod tests;
 
-use crate::causes::sampler::Digest;
-use crate::causes::tracefs::KernelTrace;
-use crate::clock::{self, Anchor, Calibration, CounterInfo, CounterKind, CycleClock, RawClock};
-use crate::engine::calibrate::{self, GapChoice, LoopHistogram, LoopStats};
-use crate::engine::{Clock, JobRecord, LatSample, Record, Release, ThreadOutcome, Work};
-use crate::load::LoadReport;
-use crate::model::{TimerKind, Workload};
-use crate::os::{self, AppliedPolicy};
-use crate::plan::{self, Faults, LoadPlan, Placement, RunPlan};
-use crate::store::{self, FileEntry, Manifest, RunDir, RunState, StoreError, Tool};
-use crate::system::{self, SystemSnapshot};
+use crate::engine::{JobRecord, LatSample, Record, Release};
+use crate::plan::{Faults, Placement, RunPlan};
+use crate::store::{StoreError, Tool};
 use crate::units::Nanos;
-use crate::warning::{Warning, WarningKind};
-use host::{Host, MainThread, RealHost};
-use sandglass_sys::sched::{self, Tid};
+use crate::warning::Warning;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 use thiserror::Error;
+#[cfg(feature = "linux")]
+use {
+    crate::causes::sampler::Digest,
+    crate::causes::tracefs::KernelTrace,
+    crate::clock::{self, Anchor, Calibration, CounterInfo, CounterKind, CycleClock, RawClock},
+    crate::engine::calibrate::{self, GapChoice, LoopHistogram, LoopStats},
+    crate::engine::{Clock, ThreadOutcome, Work},
+    crate::load::LoadReport,
+    crate::model::{TimerKind, Workload},
+    crate::os::{self, AppliedPolicy},
+    crate::plan::{self, LoadPlan},
+    crate::store::{self, FileEntry, Manifest, RunDir, RunState},
+    crate::system::{self, SystemSnapshot},
+    crate::warning::WarningKind,
+    host::{Host, MainThread, RealHost},
+    sandglass_sys::sched::{self, Tid},
+};
 
 pub use crate::causes::sampler::SpikeAt;
 pub use crate::clock::Timebase;
@@ -74,6 +84,7 @@ pub struct RunContext {
 }
 
 impl RunContext {
+    #[cfg(feature = "linux")]
     /// The manifest of a run just created in `dir`: state running, started now, no files yet.
     pub fn manifest(
         &self,
@@ -206,6 +217,7 @@ pub struct SinkSetup<'a> {
     pub started: SystemTime,
 }
 
+#[cfg(feature = "linux")]
 /// What one thread reported from its setup and run.
 pub struct ThreadReport {
     pub tid: i32,
@@ -218,6 +230,7 @@ pub struct ThreadReport {
     pub error: Option<String>,
 }
 
+#[cfg(feature = "linux")]
 /// Everything a run measured, before any kind-specific analysis.
 pub struct Measured {
     pub dir: RunDir,
@@ -263,11 +276,13 @@ pub struct Measured {
     pub signals: SignalHold,
 }
 
+#[cfg(feature = "linux")]
 /// Keeps the signals that end a run (SIGINT, SIGTERM, SIGHUP) blocked until dropped, so that a signal that arrives while a run's
 /// results are written cannot end the process half-way; a signal that arrived meanwhile is
 /// taken when it is dropped (the run is over by then).
 pub struct SignalHold(Option<Box<dyn FnOnce() + Send>>);
 
+#[cfg(feature = "linux")]
 impl SignalHold {
     /// A hold that does nothing when dropped.
     pub fn none() -> SignalHold {
@@ -291,6 +306,7 @@ impl SignalHold {
     }
 }
 
+#[cfg(feature = "linux")]
 impl Drop for SignalHold {
     fn drop(&mut self) {
         if let Some(f) = self.0.take() {
@@ -299,6 +315,7 @@ impl Drop for SignalHold {
     }
 }
 
+#[cfg(feature = "linux")]
 impl Measured {
     /// The exact attribution of `spikes` (per CPU, times from the run's start) from the run's
     /// kernel trace, when it has one.
@@ -358,13 +375,17 @@ impl Measured {
     }
 }
 
+#[cfg(feature = "linux")]
 /// Above this busy share, an SMT sibling of a measured CPU is reported.
 const SIBLING_BUSY: f64 = 0.05;
+#[cfg(feature = "linux")]
 /// The shortest window over which the counter's rate is measured before a run.
 const MIN_WINDOW_NS: u64 = 100_000_000;
+#[cfg(feature = "linux")]
 /// How long the calibration loop runs.
 const CALIBRATION_NS: u64 = 200_000_000;
 
+#[cfg(feature = "linux")]
 /// Runs `plan` on the real operating system; `make_sink` makes the probe's sink once the run
 /// directory exists and the counter is calibrated.
 pub fn measure<S: Sink>(
@@ -376,6 +397,7 @@ pub fn measure<S: Sink>(
     measure_with(&RealHost, plan, ctx, obs, make_sink)
 }
 
+#[cfg(feature = "linux")]
 /// [`measure`] with the operating system `host`.
 pub fn measure_with<H: Host, S: Sink>(
     host: &H,
@@ -394,6 +416,7 @@ pub fn measure_with<H: Host, S: Sink>(
     }
 }
 
+#[cfg(feature = "linux")]
 /// What the first stage settled.
 pub(crate) struct Prepared<'a> {
     plan: &'a RunPlan,
@@ -408,6 +431,7 @@ pub(crate) struct Prepared<'a> {
     _cpu_locks: crate::cpulock::CpuLocks,
 }
 
+#[cfg(feature = "linux")]
 impl Prepared<'_> {
     /// Marks the run failed with `msg` (best effort: the directory may be unwritable) and
     /// returns the error.
@@ -424,6 +448,7 @@ impl Prepared<'_> {
     }
 }
 
+#[cfg(feature = "linux")]
 /// Stage 1: check the plan, place the threads, create the run directory.
 fn prepare<'a, H: Host>(
     host: &H,
@@ -510,6 +535,7 @@ fn prepare<'a, H: Host>(
     })
 }
 
+#[cfg(feature = "linux")]
 /// Stage 2: the settings a run holds, restored when dropped.
 pub(crate) struct Settings<'h, H: Host> {
     host: &'h H,
@@ -519,6 +545,7 @@ pub(crate) struct Settings<'h, H: Host> {
     main: Option<MainThread>,
 }
 
+#[cfg(feature = "linux")]
 impl<'h, H: Host> Settings<'h, H> {
     fn apply(host: &'h H, p: &mut Prepared<'_>, obs: &mut dyn Observer) -> Result<Self, RunError> {
         let caller_blocks = host
@@ -577,6 +604,7 @@ impl<'h, H: Host> Settings<'h, H> {
     }
 }
 
+#[cfg(feature = "linux")]
 impl<H: Host> Drop for Settings<'_, H> {
     fn drop(&mut self) {
         if let Some(m) = self.main.take() {
@@ -591,12 +619,14 @@ impl<H: Host> Drop for Settings<'_, H> {
     }
 }
 
+#[cfg(feature = "linux")]
 fn warn(obs: &mut dyn Observer, list: &mut Vec<Warning>, kind: WarningKind, msg: String) {
     let w = Warning::new(kind, msg);
     obs.warning(&w);
     list.push(w);
 }
 
+#[cfg(feature = "linux")]
 /// What stage 3 measured.
 pub(crate) struct Calibrated {
     kind: CounterKind,
@@ -607,6 +637,7 @@ pub(crate) struct Calibrated {
     loop_histogram: Option<LoopHistogram>,
 }
 
+#[cfg(feature = "linux")]
 /// Stage 3: the counter's rate and the gap threshold.
 fn calibrate<C: Clock + Copy + Send + 'static>(
     clock: C,
@@ -647,6 +678,7 @@ fn calibrate<C: Clock + Copy + Send + 'static>(
     }
 }
 
+#[cfg(feature = "linux")]
 fn calibrate_gap<C: Clock + Copy + Send + 'static>(
     clock: C,
     plan: &RunPlan,
@@ -690,6 +722,7 @@ fn calibrate_gap<C: Clock + Copy + Send + 'static>(
     }
 }
 
+#[cfg(feature = "linux")]
 fn run_calibration<C: Clock + Copy + Send + 'static>(
     clock: C,
     plan: &RunPlan,
@@ -735,6 +768,7 @@ fn run_calibration<C: Clock + Copy + Send + 'static>(
     }
 }
 
+#[cfg(feature = "linux")]
 /// Stages 2 to 7 with counter `clock`.
 fn run<H: Host, C: Clock + Copy + Send + Sync + 'static, S: Sink>(
     host: &H,
@@ -811,6 +845,7 @@ fn run<H: Host, C: Clock + Copy + Send + Sync + 'static, S: Sink>(
     Ok((measured, sink))
 }
 
+#[cfg(feature = "linux")]
 mod extras {
     //! Stage 5: loads and kernel tracing beside the measurement.
     use super::host::{Host, Loads, Tracing};
@@ -904,6 +939,7 @@ mod extras {
     }
 }
 
+#[cfg(feature = "linux")]
 /// What the supervision loop ended with.
 pub(crate) struct Supervised {
     /// The run time the loop reached.
@@ -920,6 +956,7 @@ pub(crate) struct Supervised {
     warnings: Vec<Warning>,
 }
 
+#[cfg(feature = "linux")]
 /// What stage 7 gathered.
 pub(crate) struct Collected {
     elapsed_ns: u64,
@@ -943,6 +980,7 @@ pub(crate) struct Collected {
     store_error: Option<StoreError>,
 }
 
+#[cfg(feature = "linux")]
 impl Collected {
     fn into_measured(self, p: Prepared<'_>) -> Measured {
         let mut warnings = p.warnings;
@@ -978,6 +1016,7 @@ impl Collected {
     }
 }
 
+#[cfg(feature = "linux")]
 /// Stage 7: join the threads and drain what they left, stop loads and tracing, close the
 /// calibration, check the SMT siblings.
 #[allow(clippy::too_many_arguments)]
@@ -1068,6 +1107,7 @@ fn collect<H: Host, S: Sink>(
     }
 }
 
+#[cfg(feature = "linux")]
 /// Runs the loads of `plan` alone for `duration` (after its settle time), as a control for what
 /// a measurement costs them. SIGINT, SIGTERM and SIGHUP end it early, keeping what the loads did.
 pub fn run_loads_alone(
@@ -1078,6 +1118,7 @@ pub fn run_loads_alone(
     loads_alone_with(&RealHost, plan, duration, obs)
 }
 
+#[cfg(feature = "linux")]
 fn loads_alone_with<H: Host>(
     host: &H,
     plan: &LoadPlan,

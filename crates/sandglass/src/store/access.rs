@@ -2,7 +2,9 @@
 //! owns, anyone only where the file system and the permissions allow. The run directories and
 //! the catalog both ask this before they write.
 
+#[cfg(feature = "linux")]
 use std::os::unix::fs::MetadataExt;
+#[cfg(feature = "linux")]
 use std::path::Path;
 
 /// The catalog's file in a runs directory.
@@ -47,6 +49,7 @@ impl ReadOnly {
     }
 }
 
+#[cfg(feature = "linux")]
 /// Whether this process may write the store `base` (its runs directory and catalog): root
 /// writes only into a directory (and a catalog) that root owns, anyone only where the file
 /// system and the permissions allow. A store that does not exist yet can be created.

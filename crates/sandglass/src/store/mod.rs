@@ -32,6 +32,7 @@ use crate::system::SystemSnapshot;
 use crate::warning::Warning;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+#[cfg(feature = "linux")]
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -167,6 +168,7 @@ pub fn now_rfc3339() -> String {
     humantime::format_rfc3339_seconds(SystemTime::now()).to_string()
 }
 
+#[cfg(feature = "linux")]
 fn run_id(label: &str, attempt: u32) -> String {
     let stamp: String = now_rfc3339()
         .chars()
@@ -198,6 +200,7 @@ pub const RESERVE_FILE: &str = ".reserve";
 /// far less.
 pub const RESERVE_BYTES: usize = 512 * 1024;
 
+#[cfg(feature = "linux")]
 /// Holds [`RESERVE_BYTES`] in `dir` (written, not sparse, so that the blocks are taken). On a
 /// disk that has not even that much free the run goes on without it.
 fn reserve(dir: &Path) {
@@ -215,6 +218,7 @@ fn reserve(dir: &Path) {
     }
 }
 
+#[cfg(feature = "linux")]
 /// Removes the reserve of the run directory `dir`, if it has one: only a regular file with one
 /// link that this user owns, as [`reserve`] wrote it. A link or another user's file in its
 /// place is left as it is (a study resumed as root may be in a directory another user wrote).
@@ -228,6 +232,7 @@ pub fn release_reserve(dir: &Path) {
     }
 }
 
+#[cfg(feature = "linux")]
 /// An open run directory, locked against other writers for as long as any clone of it lives.
 #[derive(Clone, Debug)]
 pub struct RunDir {
@@ -236,6 +241,7 @@ pub struct RunDir {
     _lock: Option<std::sync::Arc<DirLock>>,
 }
 
+#[cfg(feature = "linux")]
 /// An exclusive advisory lock (`flock`) on a run or study directory, held by the process that
 /// writes it. The kernel drops it when the process ends, however it ends, so a directory that
 /// says `running` and is not locked was abandoned.
@@ -244,6 +250,7 @@ pub struct DirLock {
     _file: std::fs::File,
 }
 
+#[cfg(feature = "linux")]
 impl DirLock {
     /// Takes the lock on `dir`: `Ok(Some)` when taken, `Ok(None)` when another process holds
     /// it. A file system without locks (some network file systems) is an `Err`; callers then
@@ -258,6 +265,7 @@ impl DirLock {
     }
 }
 
+#[cfg(feature = "linux")]
 /// Takes the lock of a directory this process has just created. Another holder means another
 /// process writes there; a file system without locks leaves the directory unlocked.
 fn lock_new(path: &Path) -> Result<Option<std::sync::Arc<DirLock>>, StoreError> {
@@ -268,6 +276,7 @@ fn lock_new(path: &Path) -> Result<Option<std::sync::Arc<DirLock>>, StoreError> 
     }
 }
 
+#[cfg(feature = "linux")]
 /// As root, refuses a run directory that is a link or owned by another user (checked after
 /// it was made or found: another user may have made it first, in /tmp for example).
 fn planted(p: &Path) -> Result<(), StoreError> {
@@ -287,6 +296,7 @@ fn planted(p: &Path) -> Result<(), StoreError> {
     }
 }
 
+#[cfg(feature = "linux")]
 /// As root, what makes the directory `p` unsafe to write into: it is a symbolic link, or
 /// another user owns it (they could plant links in it while root writes). `None` for a process
 /// that is not root, for root's own directory, and when `p` cannot be read (opening it then
@@ -298,6 +308,7 @@ pub fn foreign_to_root(p: &Path) -> Option<String> {
     foreign(&std::fs::symlink_metadata(p).ok()?)
 }
 
+#[cfg(feature = "linux")]
 fn foreign(m: &std::fs::Metadata) -> Option<String> {
     use std::os::unix::fs::MetadataExt;
     if m.file_type().is_symlink() {
@@ -309,6 +320,7 @@ fn foreign(m: &std::fs::Metadata) -> Option<String> {
     }
 }
 
+#[cfg(feature = "linux")]
 impl RunDir {
     /// Creates the run directory: `explicit` when given (it must not exist or be empty),
     /// otherwise a new uniquely named directory under `base`, its name carrying `label` (the
@@ -430,6 +442,7 @@ impl RunDir {
     }
 }
 
+#[cfg(feature = "linux")]
 fn write_atomic(dir: &Path, name: &str, data: &[u8]) -> Result<(), StoreError> {
     let final_path = dir.join(name);
     let tmp = dir.join(format!(".{name}.tmp"));
@@ -451,6 +464,7 @@ fn write_atomic(dir: &Path, name: &str, data: &[u8]) -> Result<(), StoreError> {
     written.map_err(err)
 }
 
+#[cfg(feature = "linux")]
 /// The files a run of `kind` writes as it goes, with their formats and descriptions: the
 /// tables' segments and the appended files. A run that ends without listing its files (a full
 /// disk, a killed process) gets them listed from this.
@@ -484,6 +498,7 @@ pub const TOTALS_LOG: &str = "totals.hlog";
 /// What `totals.hlog` holds.
 pub const TOTALS_DESCRIPTION: &str = "HdrHistogram interval log (V2 compressed, values in ns): per CPU, the whole-run histograms recorded by the measuring threads";
 
+#[cfg(feature = "linux")]
 /// Makes what a run wrote readable after it ended without closing its files: closes its
 /// partial Parquet segments after their last complete row group ([`table::recover`]) and lists
 /// every data file it streamed, with its size and SHA-256 as it is now.
@@ -522,6 +537,7 @@ pub fn recover_run(dir: &Path) -> Result<Vec<FileEntry>, StoreError> {
     Ok(files)
 }
 
+#[cfg(feature = "linux")]
 /// The size and SHA-256 of the file at `path`, read in pieces.
 fn hash_file(path: &Path) -> std::io::Result<(u64, String)> {
     use std::io::Read;
@@ -543,6 +559,7 @@ fn hash_file(path: &Path) -> std::io::Result<(u64, String)> {
     Ok((n, sha256_hex_of(hasher)))
 }
 
+#[cfg(feature = "linux")]
 /// Marks the run directory `dir` `incomplete` when its manifest says `running` and no process
 /// holds its lock (its writer was killed or crashed, or the machine stopped). Returns true when
 /// it was marked; false when the run is finished, still being written, or on a file system

@@ -7,29 +7,54 @@
 //! that is not completed, moving the remains of an interrupted or failed attempt aside rather
 //! than deleting them.
 
+#[cfg(feature = "linux")]
+use super::cells;
+#[cfg(feature = "linux")]
 use super::file::Measure;
-use super::metrics::{self, Metrics};
-use super::{cells, Cell, Labels, Source, Study};
+#[cfg(feature = "linux")]
+use super::metrics;
+use super::metrics::Metrics;
+use super::{Cell, Labels, Source, Study};
+#[cfg(feature = "linux")]
 use crate::analysis::worst_case;
+#[cfg(feature = "linux")]
 use crate::causes::kernel_trace::TraceOptions;
+#[cfg(feature = "linux")]
 use crate::cpulist::CpuList;
 use crate::duration;
-use crate::load::{self, LoadReport};
+#[cfg(feature = "linux")]
+use crate::load;
+use crate::load::LoadReport;
+#[cfg(feature = "linux")]
 use crate::model::TimerKind;
+#[cfg(feature = "linux")]
 use crate::noise::{self, NoiseConfig};
+#[cfg(feature = "linux")]
 use crate::plan::LoadPlan;
+#[cfg(feature = "linux")]
 use crate::policy::Policy;
-use crate::runner::{LiveRow, Observer, RunContext, RunError};
-use crate::store::{self, RunDir, RunState, Tool};
+use crate::runner::Observer;
+#[cfg(feature = "linux")]
+use crate::runner::{LiveRow, RunContext, RunError};
+#[cfg(feature = "linux")]
+use crate::store::RunDir;
+use crate::store::Tool;
+#[cfg(feature = "linux")]
+use crate::store::{self, RunState};
 use crate::system;
+#[cfg(feature = "linux")]
 use crate::timer::{self, TimerConfig};
 use crate::units::Nanos;
+#[cfg(feature = "linux")]
 use crate::warning::Warning;
 use crate::RunKind;
+#[cfg(feature = "linux")]
 use sandglass_sys::signal;
 use serde::{Deserialize, Serialize};
+#[cfg(feature = "linux")]
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+#[cfg(feature = "linux")]
 use std::time::Instant;
 
 /// The study's state file, in the study directory.
@@ -247,6 +272,7 @@ pub fn planned(study: &Study, cell: &Cell, scale: f64) -> Nanos {
     Nanos(d.0 + settle + 1_000_000_000)
 }
 
+#[cfg(feature = "linux")]
 fn check_scale(scale: f64) -> Result<(), StudyError> {
     if !(scale.is_finite() && scale > 0.0 && scale <= 1000.0) {
         return Err(StudyError::Usage(format!(
@@ -256,6 +282,7 @@ fn check_scale(scale: f64) -> Result<(), StudyError> {
     Ok(())
 }
 
+#[cfg(feature = "linux")]
 /// Writes `study.json`; a study in a final state first frees the space its directory held back
 /// for its last files ([`store::RESERVE_FILE`]), as a run's final manifest does.
 fn write_state(dir: &Path, record: &StudyRecord) -> Result<(), StudyError> {
@@ -307,6 +334,7 @@ pub fn read_state(dir: &Path) -> Result<StudyRecord, StudyError> {
     Ok(record)
 }
 
+#[cfg(feature = "linux")]
 /// Marks the study in `dir` `incomplete` when `study.json` says `running` and no process holds
 /// the directory's lock (the study's process was killed or crashed, or the machine stopped):
 /// the cell it was running becomes `interrupted`, that cell's run `incomplete`
@@ -332,6 +360,7 @@ pub fn mark_abandoned(dir: &Path) -> Result<bool, StudyError> {
     Ok(true)
 }
 
+#[cfg(feature = "linux")]
 /// Marks a study whose lock this process holds and whose state says running.
 fn mark_locked(dir: &Path, record: &mut StudyRecord) -> Result<(), StudyError> {
     let now = store::now_rfc3339();
@@ -389,6 +418,7 @@ pub fn outcome(dir: &Path) -> Result<StudyOutcome, StudyError> {
     })
 }
 
+#[cfg(feature = "linux")]
 /// The most recent study directory under `base` that is not completed, for `--resume` without
 /// a directory.
 pub fn latest_unfinished(base: &Path) -> Result<PathBuf, StudyError> {
@@ -417,6 +447,7 @@ pub fn latest_unfinished(base: &Path) -> Result<PathBuf, StudyError> {
     })
 }
 
+#[cfg(feature = "linux")]
 /// Runs `study` from its first cell.
 pub fn run(
     study: &Study,
@@ -473,6 +504,7 @@ pub fn run(
     drive(study, dir.path().to_path_buf(), record, ctx, obs)
 }
 
+#[cfg(feature = "linux")]
 /// Continues the study in `dir` with every cell that is not completed. `scale`, when given,
 /// must match the scale the study started with.
 pub fn resume(
@@ -541,6 +573,7 @@ pub fn resume(
     drive(&study, dir.to_path_buf(), record, ctx, obs)
 }
 
+#[cfg(feature = "linux")]
 /// Forwards a cell's warnings once per study, and collects them for the cell's record.
 struct CellObserver<'a> {
     inner: &'a mut dyn StudyObserver,
@@ -548,6 +581,7 @@ struct CellObserver<'a> {
     warnings: Vec<String>,
 }
 
+#[cfg(feature = "linux")]
 impl Observer for CellObserver<'_> {
     fn warning(&mut self, w: &Warning) {
         self.warnings.push(w.message.clone());
@@ -567,10 +601,12 @@ impl Observer for CellObserver<'_> {
     }
 }
 
+#[cfg(feature = "linux")]
 fn pending_signal() -> bool {
     signal::wait_timeout(&signal::TERMINATING, 0).is_some()
 }
 
+#[cfg(feature = "linux")]
 fn drive(
     study: &Study,
     dir: PathBuf,
@@ -604,6 +640,7 @@ fn drive(
     })
 }
 
+#[cfg(feature = "linux")]
 fn drive_blocked(
     study: &Study,
     dir: &Path,
@@ -746,6 +783,7 @@ fn drive_blocked(
     write_state(dir, record)
 }
 
+#[cfg(feature = "linux")]
 /// What one cell produced.
 struct CellOutcome {
     state: RunState,
@@ -755,6 +793,7 @@ struct CellOutcome {
     cause: Option<String>,
 }
 
+#[cfg(feature = "linux")]
 /// The CPUs a measure names: `all` for every CPU this process may use.
 fn measure_cpus(m: &Measure) -> Option<CpuList> {
     match m.cpus.as_deref() {
@@ -764,6 +803,7 @@ fn measure_cpus(m: &Measure) -> Option<CpuList> {
     }
 }
 
+#[cfg(feature = "linux")]
 /// The load plan of a cell.
 fn load_plan(study: &Study, cell: &Cell, scale: f64) -> Result<LoadPlan, load::LoadError> {
     match cell.load {
@@ -782,6 +822,7 @@ fn load_plan(study: &Study, cell: &Cell, scale: f64) -> Result<LoadPlan, load::L
     }
 }
 
+#[cfg(feature = "linux")]
 fn usage_pattern(study: &Study) -> worst_case::UsagePattern {
     study
         .file
@@ -796,10 +837,12 @@ fn usage_pattern(study: &Study) -> worst_case::UsagePattern {
         })
 }
 
+#[cfg(feature = "linux")]
 /// Per-CPU buffer of a cell's kernel events: a cell that measures every CPU reads them after
 /// its run, so the buffer holds the whole cell.
 const CELL_TRACE_BUFFER_KB: u64 = 32_768;
 
+#[cfg(feature = "linux")]
 /// Whether timer and noise cells record kernel events: `[study] trace` (`auto` unless `off`)
 /// and whether this process can. Says which, and why not.
 fn cell_trace(study: &Study, obs: &mut dyn StudyObserver) -> Option<TraceOptions> {
@@ -826,6 +869,7 @@ fn cell_trace(study: &Study, obs: &mut dyn StudyObserver) -> Option<TraceOptions
     }
 }
 
+#[cfg(feature = "linux")]
 #[allow(clippy::too_many_arguments)]
 fn run_cell(
     study: &Study,
@@ -963,6 +1007,7 @@ fn run_cell(
     }
 }
 
+#[cfg(feature = "linux")]
 /// A `load` cell: the loads alone for the duration, their throughput recorded in a run
 /// directory of kind `load` (a control for what a measurement costs the load).
 fn run_load_alone(
