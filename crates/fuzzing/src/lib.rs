@@ -462,7 +462,7 @@ fn read_everything(dir: &Path) {
     if let Ok(summary) = r.read_text("summary.json") {
         if let Ok(v) = serde_json::from_str::<serde_json::Value>(&summary) {
             let loads = v.get("loads").cloned().unwrap_or(serde_json::Value::Null);
-            let _ = sandglass::catalog::figures(&r.manifest.kind, &v, &loads);
+            let _ = sandglass::registry::figures(&r.manifest.kind, &v, &loads);
         }
         match r.manifest.kind.as_str() {
             "timer" => {

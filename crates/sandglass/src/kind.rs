@@ -154,7 +154,12 @@ pub struct KeyFigure {
     pub over_cpus: OverCpus,
 }
 
-const fn fig(key: &'static str, label: &'static str, unit: Unit, over_cpus: OverCpus) -> KeyFigure {
+pub const fn fig(
+    key: &'static str,
+    label: &'static str,
+    unit: Unit,
+    over_cpus: OverCpus,
+) -> KeyFigure {
     KeyFigure {
         key,
         label,
@@ -163,120 +168,19 @@ const fn fig(key: &'static str, label: &'static str, unit: Unit, over_cpus: Over
     }
 }
 
-use OverCpus::{Run, Sum, Worst};
-use Unit::{BytesPerSecond, Count, Nanos, PerSecond, Share, Text};
+use OverCpus::Run;
+use Unit::{Count, Text};
 
 /// The load profile a run measured under, for every kind.
-const LOAD: KeyFigure = fig("load", "load", Text, Run);
+pub const LOAD: KeyFigure = fig("load", "load", Text, Run);
 
-const TIMER: &[KeyFigure] = &[
-    fig("cpus", "cpus", Count, Run),
-    fig("count", "count", Count, Sum),
-    fig("p50_ns", "p50", Nanos, Worst),
-    fig("p90_ns", "p90", Nanos, Worst),
-    fig("p99_ns", "p99", Nanos, Worst),
-    fig("p99.9_ns", "p99.9", Nanos, Worst),
-    fig("p99.99_ns", "p99.99", Nanos, Worst),
-    fig("max_ns", "max", Nanos, Worst),
-    fig("missed", "missed", Count, Sum),
-    fig("irq_p99_ns", "irq p99", Nanos, Worst),
-    fig("irq_max_ns", "irq max", Nanos, Worst),
-    fig("thread_p99_ns", "thread p99", Nanos, Worst),
-    fig("thread_max_ns", "thread max", Nanos, Worst),
-    LOAD,
-];
-
-const NOISE: &[KeyFigure] = &[
-    fig("cpus", "cpus", Count, Run),
-    fig("p50_ns", "p50", Nanos, Worst),
-    fig("p99_ns", "p99", Nanos, Worst),
-    fig("p99.9_ns", "p99.9", Nanos, Worst),
-    fig("max_ns", "max", Nanos, Worst),
-    fig("noise_share", "noise share", Share, Worst),
-    fig(
-        "interruptions_per_s",
-        "interruptions per s",
-        PerSecond,
-        Worst,
-    ),
-    LOAD,
-];
-
-const HOURGLASS: &[KeyFigure] = &[
-    fig("threads", "threads", Count, Run),
-    fig("records", "records", Count, Run),
-    fig("misses", "misses", Count, Sum),
-    LOAD,
-];
-
-const STUDY: &[KeyFigure] = &[
+/// A study's figures (the catalog reads them from `study.json`).
+pub const STUDY: &[KeyFigure] = &[
     fig("name", "name", Text, Run),
     fig("cells_done", "cells done", Count, Run),
     fig("cells_total", "cells total", Count, Run),
     fig("cells_failed", "cells failed", Count, Run),
 ];
-
-const BENCH_COPY: &[KeyFigure] = &[
-    fig("cells", "cells", Count, Run),
-    fig("peak_bytes_per_s", "peak", BytesPerSecond, Run),
-    LOAD,
-];
-
-const BENCH_IPC: &[KeyFigure] = &[
-    fig("mechanisms", "mechanisms", Count, Run),
-    fig("one_way_p50_ns", "one way p50", Nanos, Run),
-    LOAD,
-];
-
-const BENCH_CTXSW: &[KeyFigure] = &[fig("switch_p50_ns", "switch p50", Nanos, Run), LOAD];
-
-const BENCH_FILE: &[KeyFigure] = &[
-    fig("passes", "passes", Count, Run),
-    fig("peak_bytes_per_s", "peak", BytesPerSecond, Run),
-    LOAD,
-];
-
-/// One per timer kind the two-rate method measures, in its order.
-const BENCH_TIMER_OVERHEAD: &[KeyFigure] = &[
-    fig("hr_overhead_ns", "hr overhead", Nanos, Run),
-    fig("timerfd_overhead_ns", "timerfd overhead", Nanos, Run),
-    fig("posix_overhead_ns", "posix overhead", Nanos, Run),
-    fig("native_overhead_ns", "native overhead", Nanos, Run),
-    LOAD,
-];
-
-const BENCH_BUDGET: &[KeyFigure] = &[
-    fig("missed", "missed", Count, Run),
-    fig("frames", "frames", Count, Run),
-    fig("response_p99_ns", "response p99", Nanos, Run),
-    LOAD,
-];
-
-impl RunKind {
-    /// The key figures the catalog keeps for a run of this kind, in the order people read
-    /// them; none for a kind this version does not know.
-    pub fn key_figures(&self) -> &'static [KeyFigure] {
-        match self {
-            RunKind::Timer => TIMER,
-            RunKind::Noise => NOISE,
-            RunKind::Hourglass => HOURGLASS,
-            RunKind::Load => std::slice::from_ref(&LOAD),
-            RunKind::Study => STUDY,
-            RunKind::BenchCopy => BENCH_COPY,
-            RunKind::BenchIpc => BENCH_IPC,
-            RunKind::BenchCtxsw => BENCH_CTXSW,
-            RunKind::BenchFile => BENCH_FILE,
-            RunKind::BenchTimerOverhead => BENCH_TIMER_OVERHEAD,
-            RunKind::BenchBudget => BENCH_BUDGET,
-            RunKind::Unknown(_) => &[],
-        }
-    }
-
-    /// The key figure `key` of this kind, when it declares one.
-    pub fn key_figure(&self, key: &str) -> Option<&'static KeyFigure> {
-        self.key_figures().iter().find(|f| f.key == key)
-    }
-}
 
 impl fmt::Display for RunKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -43,6 +43,8 @@ pub mod os;
 pub mod plan;
 pub mod policy;
 pub mod printable;
+pub mod probe;
+pub mod registry;
 #[cfg(feature = "linux")]
 pub mod replay;
 pub mod result;

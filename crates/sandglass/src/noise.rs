@@ -18,9 +18,11 @@ use crate::engine::Record;
 #[cfg(feature = "linux")]
 use crate::histo;
 use crate::histo::{Bin, Percentiles};
+use crate::kind::{fig, KeyFigure, OverCpus, Unit, LOAD};
 use crate::model::{TimerKind, Workload};
 use crate::plan::{LoadPlan, RunPlan, Threshold};
 use crate::policy::Policy;
+use crate::probe::{array, num, Figures, Probe};
 use crate::result::{self, RunHeader};
 use crate::runner::streams::Streams;
 #[cfg(feature = "linux")]
@@ -32,7 +34,9 @@ use crate::timer::ConfigError;
 use crate::units::Nanos;
 #[cfg(feature = "linux")]
 use crate::warning::{Warning, WarningKind};
+use crate::RunKind;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use std::path::PathBuf;
 
 /// What to measure.
@@ -129,7 +133,7 @@ fn default_records(cpus: usize) -> usize {
 /// The run plan of `c`: one CPU-bound polling thread pinned to each CPU of `cpus`.
 pub fn plan(c: &NoiseConfig, cpus: &[usize]) -> RunPlan {
     RunPlan {
-        kind: crate::RunKind::Noise,
+        kind: NoiseProbe::KIND,
         threads: crate::timer::pinned_threads(
             cpus,
             c.policy,
@@ -638,6 +642,54 @@ pub fn build(
         threshold_explanation: m.gap.explanation.clone(),
         memmove_bytes: config.memmove_bytes,
         cpus: out,
+    }
+}
+
+/// The noise probe: a polling loop on each measured CPU, and the time taken from it.
+pub struct NoiseProbe;
+
+impl Probe for NoiseProbe {
+    const KIND: RunKind = RunKind::Noise;
+    type Config = NoiseConfig;
+    type Result = NoiseResult;
+
+    /// Its key figures, in the order people read them.
+    const FIGURES: &'static [KeyFigure] = &[
+        fig("cpus", "cpus", Unit::Count, OverCpus::Run),
+        fig("p50_ns", "p50", Unit::Nanos, OverCpus::Worst),
+        fig("p99_ns", "p99", Unit::Nanos, OverCpus::Worst),
+        fig("p99.9_ns", "p99.9", Unit::Nanos, OverCpus::Worst),
+        fig("max_ns", "max", Unit::Nanos, OverCpus::Worst),
+        fig("noise_share", "noise share", Unit::Share, OverCpus::Worst),
+        fig(
+            "interruptions_per_s",
+            "interruptions per s",
+            Unit::PerSecond,
+            OverCpus::Worst,
+        ),
+        LOAD,
+    ];
+
+    #[cfg(feature = "linux")]
+    fn run(
+        c: &NoiseConfig,
+        ctx: &RunContext,
+        obs: &mut dyn Observer,
+    ) -> Result<NoiseResult, RunError> {
+        run(c, ctx, obs)
+    }
+
+    fn figures(s: &Value, f: &mut Figures) {
+        let cpus = array(&s["cpus"]);
+        f.add("cpus", Some(cpus.len() as f64));
+        for c in cpus {
+            f.add("noise_share", num(&c["noise_share"]));
+            f.add("interruptions_per_s", num(&c["interruptions_per_s"]));
+            for (key, p) in [("p50_ns", "p50"), ("p99_ns", "p99"), ("p99.9_ns", "p99.9")] {
+                f.add(key, num(&c["percentiles_ns"][p]));
+            }
+            f.add("max_ns", num(&c["max_ns"]));
+        }
     }
 }
 

@@ -27,9 +27,11 @@ use crate::engine::Release;
 #[cfg(feature = "linux")]
 use crate::histo;
 use crate::histo::{Bin, Percentiles};
+use crate::kind::{fig, KeyFigure, OverCpus, Unit, LOAD};
 use crate::model::{TimerKind, Workload};
 use crate::plan::{LoadPlan, RunPlan, ThreadSpec, Threshold};
 use crate::policy::Policy;
+use crate::probe::{array, num, Figures, Probe};
 use crate::result::{self, RunHeader};
 use crate::runner::streams::Streams;
 #[cfg(feature = "linux")]
@@ -42,8 +44,10 @@ use crate::store::{FileEntry, StoreError};
 use crate::units::Nanos;
 #[cfg(feature = "linux")]
 use crate::warning::{Warning, WarningKind};
+use crate::RunKind;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use std::path::PathBuf;
 
 /// The default policy of timer threads: SCHED_FIFO 95, cyclictest's usual priority.
@@ -261,7 +265,7 @@ pub fn plan(c: &TimerConfig, cpus: &[usize]) -> RunPlan {
         duty: c.duty,
     };
     RunPlan {
-        kind: crate::RunKind::Timer,
+        kind: TimerProbe::KIND,
         threads: pinned_threads(cpus, c.policy, workload, c.timer, c.duration_ns),
         duration_ns: c.duration_ns,
         gap_ns: None,
@@ -1005,6 +1009,68 @@ fn write_totals(m: &Measured, r: &TimerResult) -> Result<FileEntry, StoreError> 
         "tags cpuN-lateness (every release, corrected), cpuN-raw (one per wakeup), cpuN-interval (between wakeups)".to_string(),
     ];
     result::write_totals(m, &comments, &entries)
+}
+
+/// The timer probe: periodic timer wakeups on each measured CPU, and how late each came.
+pub struct TimerProbe;
+
+impl Probe for TimerProbe {
+    const KIND: RunKind = RunKind::Timer;
+    type Config = TimerConfig;
+    type Result = TimerResult;
+
+    /// Its key figures, in the order people read them.
+    const FIGURES: &'static [KeyFigure] = &[
+        fig("cpus", "cpus", Unit::Count, OverCpus::Run),
+        fig("count", "count", Unit::Count, OverCpus::Sum),
+        fig("p50_ns", "p50", Unit::Nanos, OverCpus::Worst),
+        fig("p90_ns", "p90", Unit::Nanos, OverCpus::Worst),
+        fig("p99_ns", "p99", Unit::Nanos, OverCpus::Worst),
+        fig("p99.9_ns", "p99.9", Unit::Nanos, OverCpus::Worst),
+        fig("p99.99_ns", "p99.99", Unit::Nanos, OverCpus::Worst),
+        fig("max_ns", "max", Unit::Nanos, OverCpus::Worst),
+        fig("missed", "missed", Unit::Count, OverCpus::Sum),
+        fig("irq_p99_ns", "irq p99", Unit::Nanos, OverCpus::Worst),
+        fig("irq_max_ns", "irq max", Unit::Nanos, OverCpus::Worst),
+        fig("thread_p99_ns", "thread p99", Unit::Nanos, OverCpus::Worst),
+        fig("thread_max_ns", "thread max", Unit::Nanos, OverCpus::Worst),
+        LOAD,
+    ];
+
+    #[cfg(feature = "linux")]
+    fn run(
+        c: &TimerConfig,
+        ctx: &RunContext,
+        obs: &mut dyn Observer,
+    ) -> Result<TimerResult, RunError> {
+        run(c, ctx, obs)
+    }
+
+    fn figures(s: &Value, f: &mut Figures) {
+        let cpus = array(&s["cpus"]);
+        f.add("cpus", Some(cpus.len() as f64));
+        for c in cpus {
+            f.add("count", num(&c["count"]));
+            for (key, p) in [
+                ("p50_ns", "p50"),
+                ("p90_ns", "p90"),
+                ("p99_ns", "p99"),
+                ("p99.9_ns", "p99.9"),
+                ("p99.99_ns", "p99.99"),
+                ("max_ns", "max"),
+            ] {
+                f.add(key, num(&c["lateness_ns"][p]));
+            }
+            f.add("missed", num(&c["missed_releases"]));
+        }
+        // With --trace: every wakeup's IRQ and thread latency (rtla timerlat's figures).
+        for l in array(&s["causes"]["kernel"]["latency"]) {
+            f.add("irq_p99_ns", num(&l["irq_ns"]["p99"]));
+            f.add("irq_max_ns", num(&l["irq_ns"]["max"]));
+            f.add("thread_p99_ns", num(&l["thread_ns"]["p99"]));
+            f.add("thread_max_ns", num(&l["thread_ns"]["max"]));
+        }
+    }
 }
 
 #[cfg(test)]

@@ -71,7 +71,7 @@ impl HourglassSpec {
     /// rings, the `/proc` sampler at its default rate.
     pub fn plan(&self) -> RunPlan {
         RunPlan {
-            kind: crate::RunKind::Hourglass,
+            kind: <super::HourglassProbe as crate::probe::Probe>::KIND,
             threads: self.threads.clone(),
             duration_ns: self.duration_ns,
             gap_ns: self.gap_ns,

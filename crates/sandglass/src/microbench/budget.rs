@@ -62,22 +62,26 @@ use super::{now, setup_thread, Session};
 use super::{BenchError, Header, Placement, ThreadSetup};
 use crate::analysis::rng::SplitMix64;
 use crate::duration;
+use crate::kind::{fig, KeyFigure, OverCpus, Unit, LOAD};
 #[cfg(feature = "linux")]
 use crate::load;
 use crate::load::LoadReport;
 use crate::plan::LoadPlan;
 use crate::policy::Policy;
+use crate::probe::{num, Figures, Probe};
 #[cfg(feature = "linux")]
 use crate::runner::{Observer, RunContext, RunError};
 use crate::stats::Summary;
 use crate::units::Nanos;
 #[cfg(feature = "linux")]
 use crate::warning::Warning;
+use crate::RunKind;
 #[cfg(feature = "linux")]
 use sandglass_sys::clock::{sleep_until, ClockId};
 #[cfg(feature = "linux")]
 use sandglass_sys::Errno;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 #[cfg(feature = "linux")]
 use std::fs::File;
 #[cfg(feature = "linux")]
@@ -1197,7 +1201,7 @@ pub fn run(
         None
     };
     let session = Session::open(
-        crate::RunKind::BenchBudget,
+        BudgetProbe::KIND,
         config.output_dir.as_deref(),
         ctx,
         serde_json::json!({ "budget": config, "frames": frames, "cpu": cpu, "peer_cpu": peer }),
@@ -1308,6 +1312,47 @@ pub fn run(
     )?];
     session.finish(&result, &result.header, files)?;
     Ok(result)
+}
+
+/// The frame-budget probe (`bench budget`): an audio or video pipeline's frames against their
+/// deadline, under the steps and loads a budget file names.
+pub struct BudgetProbe;
+
+impl Probe for BudgetProbe {
+    const KIND: RunKind = RunKind::BenchBudget;
+    type Config = BudgetConfig;
+    type Result = BudgetResult;
+
+    /// Its key figures, in the order people read them.
+    const FIGURES: &'static [KeyFigure] = &[
+        fig("missed", "missed", Unit::Count, OverCpus::Run),
+        fig("frames", "frames", Unit::Count, OverCpus::Run),
+        fig(
+            "response_p99_ns",
+            "response p99",
+            Unit::Nanos,
+            OverCpus::Run,
+        ),
+        LOAD,
+    ];
+
+    #[cfg(feature = "linux")]
+    fn run(
+        c: &BudgetConfig,
+        ctx: &RunContext,
+        obs: &mut dyn Observer,
+    ) -> Result<BudgetResult, RunError> {
+        run(c, ctx, obs)
+    }
+
+    fn figures(s: &Value, f: &mut Figures) {
+        f.add("frames", num(&s["measured"]["frames"]));
+        f.add("missed", num(&s["measured"]["missed"]));
+        f.add(
+            "response_p99_ns",
+            num(&s["measured"]["response_ns"]["p99_ns"]),
+        );
+    }
 }
 
 #[cfg(test)]

@@ -21,13 +21,17 @@
 use super::Header;
 #[cfg(feature = "linux")]
 use super::{now, summarize, Session};
+use crate::kind::{fig, KeyFigure, OverCpus, Unit, LOAD};
+use crate::probe::{array, num, Figures, Probe};
 #[cfg(feature = "linux")]
 use crate::runner::{Observer, RunContext, RunError};
 use crate::stats::Summary;
 use crate::units::Nanos;
 #[cfg(feature = "linux")]
 use crate::warning::Warning;
+use crate::RunKind;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use std::path::PathBuf;
 #[cfg(feature = "linux")]
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -403,7 +407,7 @@ pub fn run(
         .clone()
         .unwrap_or_else(|| default_sizes(&caches));
     let session = super::Session::open(
-        crate::RunKind::BenchCopy,
+        CopyProbe::KIND,
         config.output_dir.as_deref(),
         ctx,
         serde_json::json!({ "copy": config, "cpu": cpu, "sizes": sizes, "caches": caches }),
@@ -482,6 +486,50 @@ fn write_files(
             "every sample: the time of `copies` back-to-back copies",
         )?,
     ])
+}
+
+/// The memory-copy probe (`bench copy`): copy rates by block size and variant.
+pub struct CopyProbe;
+
+impl Probe for CopyProbe {
+    const KIND: RunKind = RunKind::BenchCopy;
+    type Config = CopyConfig;
+    type Result = CopyResult;
+
+    /// Its key figures, in the order people read them.
+    const FIGURES: &'static [KeyFigure] = &[
+        fig("cells", "cells", Unit::Count, OverCpus::Run),
+        fig(
+            "peak_bytes_per_s",
+            "peak",
+            Unit::BytesPerSecond,
+            OverCpus::Run,
+        ),
+        LOAD,
+    ];
+
+    #[cfg(feature = "linux")]
+    fn run(
+        c: &CopyConfig,
+        ctx: &RunContext,
+        obs: &mut dyn Observer,
+    ) -> Result<CopyResult, RunError> {
+        run(c, ctx, obs)
+    }
+
+    fn figures(s: &Value, f: &mut Figures) {
+        let cells = array(&s["cells"]);
+        f.add("cells", Some(cells.len() as f64));
+        let rate = |c: &Value| {
+            let bytes = num(&c["size_bytes"])? * num(&c["copies_per_sample"])?.max(1.0);
+            let ns = num(&c["sample_ns"]["p50_ns"]).filter(|&n| n > 0.0)?;
+            Some((bytes * 1e9 / ns).round())
+        };
+        f.add(
+            "peak_bytes_per_s",
+            cells.iter().filter_map(rate).reduce(f64::max),
+        );
+    }
 }
 
 #[cfg(test)]

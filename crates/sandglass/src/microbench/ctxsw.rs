@@ -25,14 +25,18 @@
 #[cfg(feature = "linux")]
 use super::{now, setup_thread, CpusSeen, Session};
 use super::{Header, ThreadSetup};
+use crate::kind::{fig, KeyFigure, OverCpus, Unit, LOAD};
 use crate::policy::Policy;
+use crate::probe::{array, num, Figures, Probe};
 #[cfg(feature = "linux")]
 use crate::runner::{Observer, RunContext, RunError};
 use crate::stats::Summary;
 use crate::units::Nanos;
+use crate::RunKind;
 #[cfg(feature = "linux")]
 use sandglass_sys::Errno;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 #[cfg(feature = "linux")]
 use std::fs::File;
 #[cfg(feature = "linux")]
@@ -533,7 +537,7 @@ pub fn run(
     let allowed = crate::system::allowed_cpus();
     let cpu = super::choose_cpu(&allowed, config.cpu).map_err(super::usage)?;
     let session = Session::open(
-        crate::RunKind::BenchCtxsw,
+        CtxswProbe::KIND,
         config.output_dir.as_deref(),
         ctx,
         serde_json::json!({ "ctxsw": config, "cpu": cpu }),
@@ -630,6 +634,43 @@ pub fn run(
     ];
     session.finish(&result, &result.header, files)?;
     Ok(result)
+}
+
+/// The context-switch probe (`bench ctxsw`): switch times by working-set size.
+pub struct CtxswProbe;
+
+impl Probe for CtxswProbe {
+    const KIND: RunKind = RunKind::BenchCtxsw;
+    type Config = CtxswConfig;
+    type Result = CtxswResult;
+
+    /// Its key figures, in the order people read them.
+    const FIGURES: &'static [KeyFigure] = &[
+        fig("switch_p50_ns", "switch p50", Unit::Nanos, OverCpus::Run),
+        LOAD,
+    ];
+
+    #[cfg(feature = "linux")]
+    fn run(
+        c: &CtxswConfig,
+        ctx: &RunContext,
+        obs: &mut dyn Observer,
+    ) -> Result<CtxswResult, RunError> {
+        run(c, ctx, obs)
+    }
+
+    /// The switch time of the cell without a working set (the direct cost), else the first.
+    fn figures(s: &Value, f: &mut Figures) {
+        let cells = array(&s["cells"]);
+        let direct = cells
+            .iter()
+            .filter(|c| num(&c["working_set_bytes"]) == Some(0.0))
+            .chain(cells.iter());
+        f.add(
+            "switch_p50_ns",
+            direct.filter_map(|c| num(&c["switch_ns"]["p50_ns"])).next(),
+        );
+    }
 }
 
 #[cfg(test)]

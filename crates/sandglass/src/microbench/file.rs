@@ -31,18 +31,22 @@
 #[cfg(feature = "linux")]
 use super::{now, setup_thread, Session};
 use super::{Header, ThreadSetup};
+use crate::kind::{fig, KeyFigure, OverCpus, Unit, LOAD};
 #[cfg(feature = "linux")]
 use crate::policy::Policy;
+use crate::probe::{array, num, Figures, Probe};
 #[cfg(feature = "linux")]
 use crate::runner::{Observer, RunContext, RunError};
 use crate::stats::Summary;
 #[cfg(feature = "linux")]
 use crate::warning::{Warning, WarningKind};
+use crate::RunKind;
 #[cfg(feature = "linux")]
 use sandglass_sys::ipc::{self as sys, MappedFile, RusageWho};
 #[cfg(feature = "linux")]
 use sandglass_sys::Errno;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 #[cfg(feature = "linux")]
 use std::fs::File;
 #[cfg(feature = "linux")]
@@ -828,7 +832,7 @@ pub fn run(
         .ok()
         .and_then(|m| filesystem_of(&m, &canonical));
     let session = Session::open(
-        crate::RunKind::BenchFile,
+        FileProbe::KIND,
         config.output_dir.as_deref(),
         ctx,
         serde_json::json!({ "file": config, "cpu": cpu }),
@@ -983,6 +987,46 @@ pub fn run(
     )?];
     session.finish(&result, &result.header, files)?;
     Ok(result)
+}
+
+/// The file-read probe (`bench file`): read throughput and CPU by method and block size.
+pub struct FileProbe;
+
+impl Probe for FileProbe {
+    const KIND: RunKind = RunKind::BenchFile;
+    type Config = FileConfig;
+    type Result = FileResult;
+
+    /// Its key figures, in the order people read them.
+    const FIGURES: &'static [KeyFigure] = &[
+        fig("passes", "passes", Unit::Count, OverCpus::Run),
+        fig(
+            "peak_bytes_per_s",
+            "peak",
+            Unit::BytesPerSecond,
+            OverCpus::Run,
+        ),
+        LOAD,
+    ];
+
+    #[cfg(feature = "linux")]
+    fn run(
+        c: &FileConfig,
+        ctx: &RunContext,
+        obs: &mut dyn Observer,
+    ) -> Result<FileResult, RunError> {
+        run(c, ctx, obs)
+    }
+
+    fn figures(s: &Value, f: &mut Figures) {
+        let passes = array(&s["passes"]);
+        f.add("passes", Some(passes.len() as f64));
+        let peak = passes
+            .iter()
+            .filter_map(|p| num(&p["throughput_bytes_per_s"]).map(f64::round))
+            .reduce(f64::max);
+        f.add("peak_bytes_per_s", peak);
+    }
 }
 
 #[cfg(test)]

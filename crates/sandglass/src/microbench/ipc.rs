@@ -35,16 +35,20 @@
 use super::{now, pattern, setup_thread, CpusSeen, Session};
 use super::{Header, Placement, ThreadSetup};
 use crate::analysis::fit::{fit_cost, CostFit, FitError, Point};
+use crate::kind::{fig, KeyFigure, OverCpus, Unit, LOAD};
 use crate::policy::Policy;
+use crate::probe::{array, num, Figures, Probe};
 #[cfg(feature = "linux")]
 use crate::runner::{Observer, RunContext, RunError};
 use crate::stats::Summary;
 use crate::units::Nanos;
 #[cfg(feature = "linux")]
 use crate::warning::{Warning, WarningKind};
+use crate::RunKind;
 #[cfg(feature = "linux")]
 use sandglass_sys::ipc::{self as sys, MessageQueue, Notify, ShmEnd};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 #[cfg(feature = "linux")]
 use std::fs::File;
 #[cfg(feature = "linux")]
@@ -877,7 +881,7 @@ pub fn run(
         .then(|| crate::system::smt_siblings(cpus.0).map(|l| l.contains(cpus.1)))
         .flatten();
     let session = Session::open(
-        crate::RunKind::BenchIpc,
+        IpcProbe::KIND,
         config.output_dir.as_deref(),
         ctx,
         serde_json::json!({ "ipc": config, "client_cpu": cpus.0, "server_cpu": cpus.1 }),
@@ -1023,6 +1027,38 @@ fn write_files(
             "every measured round trip, in nanoseconds (the one-way latency is half)",
         )?,
     ])
+}
+
+/// The IPC probe (`bench ipc`): one-way message times by mechanism and size.
+pub struct IpcProbe;
+
+impl Probe for IpcProbe {
+    const KIND: RunKind = RunKind::BenchIpc;
+    type Config = IpcConfig;
+    type Result = IpcResult;
+
+    /// Its key figures, in the order people read them.
+    const FIGURES: &'static [KeyFigure] = &[
+        fig("mechanisms", "mechanisms", Unit::Count, OverCpus::Run),
+        fig("one_way_p50_ns", "one way p50", Unit::Nanos, OverCpus::Run),
+        LOAD,
+    ];
+
+    #[cfg(feature = "linux")]
+    fn run(c: &IpcConfig, ctx: &RunContext, obs: &mut dyn Observer) -> Result<IpcResult, RunError> {
+        run(c, ctx, obs)
+    }
+
+    fn figures(s: &Value, f: &mut Figures) {
+        let mechs = array(&s["mechanisms"]);
+        f.add("mechanisms", Some(mechs.len() as f64));
+        let best = mechs
+            .iter()
+            .flat_map(|m| array(&m["cells"]))
+            .filter_map(|c| num(&c["one_way_ns"]["p50_ns"]))
+            .reduce(f64::min);
+        f.add("one_way_p50_ns", best);
+    }
 }
 
 #[cfg(test)]

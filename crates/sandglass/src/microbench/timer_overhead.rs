@@ -30,14 +30,17 @@
 use super::{now, setup_thread, CpusSeen, Session};
 use super::{Header, ThreadSetup};
 use crate::analysis::two_rate::{solve, RateMeasurement, TwoRate};
+use crate::kind::{fig, KeyFigure, OverCpus, Unit, LOAD};
 use crate::model::TimerKind;
 #[cfg(feature = "linux")]
 use crate::policy::Policy;
+use crate::probe::{array, num, Figures, Probe};
 #[cfg(feature = "linux")]
 use crate::runner::{Observer, RunContext, RunError};
 use crate::units::Nanos;
 #[cfg(feature = "linux")]
 use crate::warning::{Warning, WarningKind};
+use crate::RunKind;
 #[cfg(feature = "linux")]
 use sandglass_sys::clock::{sleep_for, sleep_until, ClockId};
 #[cfg(feature = "linux")]
@@ -45,6 +48,7 @@ use sandglass_sys::timer::{PosixTimer, TimerFd};
 #[cfg(feature = "linux")]
 use sandglass_sys::Errno;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use std::path::PathBuf;
 #[cfg(feature = "linux")]
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -566,7 +570,7 @@ pub fn run(
     let allowed = crate::system::allowed_cpus();
     let cpu = super::choose_cpu(&allowed, config.cpu).map_err(super::usage)?;
     let session = Session::open(
-        crate::RunKind::BenchTimerOverhead,
+        TimerOverheadProbe::KIND,
         config.output_dir.as_deref(),
         ctx,
         serde_json::json!({ "timer_overhead": config, "cpu": cpu }),
@@ -654,6 +658,61 @@ pub fn run(
     )?];
     session.finish(&result, &result.header, files)?;
     Ok(result)
+}
+
+/// The timer-overhead probe (`bench timer-overhead`): each timer kind's cost per expiry, by
+/// the two-rate method.
+pub struct TimerOverheadProbe;
+
+impl Probe for TimerOverheadProbe {
+    const KIND: RunKind = RunKind::BenchTimerOverhead;
+    type Config = TimerOverheadConfig;
+    type Result = TimerOverheadResult;
+
+    /// Its key figures, in the order people read them (one per timer kind the two-rate method measures, in its order).
+    const FIGURES: &'static [KeyFigure] = &[
+        fig("hr_overhead_ns", "hr overhead", Unit::Nanos, OverCpus::Run),
+        fig(
+            "timerfd_overhead_ns",
+            "timerfd overhead",
+            Unit::Nanos,
+            OverCpus::Run,
+        ),
+        fig(
+            "posix_overhead_ns",
+            "posix overhead",
+            Unit::Nanos,
+            OverCpus::Run,
+        ),
+        fig(
+            "native_overhead_ns",
+            "native overhead",
+            Unit::Nanos,
+            OverCpus::Run,
+        ),
+        LOAD,
+    ];
+
+    #[cfg(feature = "linux")]
+    fn run(
+        c: &TimerOverheadConfig,
+        ctx: &RunContext,
+        obs: &mut dyn Observer,
+    ) -> Result<TimerOverheadResult, RunError> {
+        run(c, ctx, obs)
+    }
+
+    fn figures(s: &Value, f: &mut Figures) {
+        for k in array(&s["kinds"]) {
+            if let (Some(t), Some(o)) = (
+                k["timer"].as_str(),
+                num(&k["analysis"]["solution"]["overhead_ns"]),
+            ) {
+                let key = format!("{}_overhead_ns", t.to_ascii_lowercase());
+                f.add(&key, Some(o.round()));
+            }
+        }
+    }
 }
 
 #[cfg(test)]
