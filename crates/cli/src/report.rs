@@ -42,18 +42,6 @@ pub struct ReportArgs {
     pub export: ExportFlags,
 }
 
-fn summary<T: serde::de::DeserializeOwned>(r: &RunReader) -> Result<T, Failure> {
-    let text = r
-        .read_text("summary.json")
-        .map_err(|e| Failure::usage(e.to_string()))?;
-    serde_json::from_str(&text).map_err(|e| {
-        Failure::usage(format!(
-            "{}: summary.json is not a summary this sandglass reads ({e})",
-            r.path().display()
-        ))
-    })
-}
-
 /// `--window START:LENGTH`.
 fn window(text: &str) -> Result<(Nanos, Nanos), Failure> {
     let bad = |why: String| Failure::usage(format!("--window {text}: {why}"));
@@ -187,40 +175,33 @@ pub fn report(a: &ReportArgs) -> Result<u8, Failure> {
             path.display()
         )));
     }
-    let written = match kind {
-        RunKind::Timer if a.markdown => sandglass_report::markdown::timer(&mut out, &summary(&r)?),
-        RunKind::Noise if a.markdown => sandglass_report::markdown::noise(&mut out, &summary(&r)?),
-        RunKind::Hourglass if a.markdown => {
-            sandglass_report::markdown::hourglass(&mut out, &summary(&r)?)
+    // The result the run stored: a timer, noise or Hourglass run's summary, a bench run's
+    // result (a run of another kind, or a bench run without it, has none to print).
+    let (name, what) = if kind.is_bench() {
+        ("result.json", "result")
+    } else {
+        ("summary.json", "summary")
+    };
+    let stored = if kind.has_samples() || (kind.is_bench() && r.has(name)) {
+        Some(r.read(name).map_err(|e| Failure::usage(e.to_string()))?)
+    } else {
+        None
+    };
+    let written = match stored
+        .and_then(|t| sandglass_report::render::stored(&mut out, kind, &t, a.markdown))
+    {
+        Some(Err(e)) if e.kind() == io::ErrorKind::InvalidData => {
+            return Err(Failure::usage(format!(
+                "{}: {name} is not a {what} this sandglass reads ({e})",
+                path.display()
+            )))
         }
-        RunKind::Timer => sandglass_report::timer::write(&mut out, &summary(&r)?),
-        RunKind::Noise => sandglass_report::noise::write(&mut out, &summary(&r)?),
-        RunKind::Hourglass => sandglass_report::hourglass::write_summary(&mut out, &summary(&r)?),
-        kind => {
-            // A bench run's table, again, from the result it stored.
-            let stored = if kind.is_bench() && r.has("result.json") {
-                Some(
-                    r.read("result.json")
-                        .map_err(|e| Failure::usage(e.to_string()))?,
-                )
-            } else {
-                None
-            };
-            match stored.and_then(|t| sandglass_report::microbench::write_stored(&mut out, kind, &t)) {
-                Some(Err(e)) if e.kind() == io::ErrorKind::InvalidData => {
-                    return Err(Failure::usage(format!(
-                        "{}: result.json is not a result this sandglass reads ({e})",
-                        path.display()
-                    )))
-                }
-                Some(written) => written,
-                None => {
-                    return Err(Failure::usage(format!(
-                        "{}: a {kind} run; the summary is printed for timer, noise, hourglass and bench runs (the exports --csv and --perfetto take others too)",
-                        path.display()
-                    )))
-                }
-            }
+        Some(written) => written,
+        None => {
+            return Err(Failure::usage(format!(
+                "{}: a {kind} run; the summary is printed for timer, noise, hourglass and bench runs (the exports --csv and --perfetto take others too)",
+                path.display()
+            )))
         }
     };
     // The whole distribution at a glance, from the run's whole-run histograms.

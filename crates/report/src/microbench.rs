@@ -12,7 +12,7 @@ use sandglass::microbench::ipc::IpcResult;
 use sandglass::microbench::timer_overhead::TimerOverheadResult;
 use sandglass::microbench::{format_size, Header};
 use sandglass::stats::Summary;
-use sandglass::{Nanos, RunKind};
+use sandglass::Nanos;
 use std::io::{self, Write};
 
 fn ns(v: i64) -> String {
@@ -566,23 +566,6 @@ pub fn write_budget(w: &mut dyn Write, r: &BudgetResult) -> io::Result<()> {
         crate::load::write(w, &r.loads)?;
     }
     footer(w, &r.header)
-}
-
-/// The table a bench run printed, again, from its `result.json` text: `None` when `kind` is no
-/// bench; an error of kind `InvalidData` when the text is not such a result.
-pub fn write_stored(w: &mut dyn Write, kind: &RunKind, result: &[u8]) -> Option<io::Result<()>> {
-    fn parse<T: serde::de::DeserializeOwned>(b: &[u8]) -> io::Result<T> {
-        serde_json::from_slice(b).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
-    }
-    Some(match kind {
-        RunKind::BenchCopy => parse(result).and_then(|r| write_copy(w, &r)),
-        RunKind::BenchIpc => parse(result).and_then(|r| write_ipc(w, &r)),
-        RunKind::BenchCtxsw => parse(result).and_then(|r| write_ctxsw(w, &r)),
-        RunKind::BenchFile => parse(result).and_then(|r| write_file(w, &r)),
-        RunKind::BenchTimerOverhead => parse(result).and_then(|r| write_timer_overhead(w, &r)),
-        RunKind::BenchBudget => parse(result).and_then(|r| write_budget(w, &r)),
-        _ => return None,
-    })
 }
 
 #[cfg(test)]
