@@ -111,8 +111,9 @@ pub struct SetArgs {
     /// How long --validate runs the set [default: 10s]
     #[arg(short = 'd', long, value_name = "TIME")]
     pub duration: Option<String>,
-    /// The CPU --validate runs the set on [default: the highest CPU]
-    #[arg(short = 'c', long, value_name = "CPU")]
+    /// The CPU --validate runs the set on, one [default: the highest CPU]; `-c`/`--cpus`
+    /// names the measured CPUs in every measuring command
+    #[arg(short = 'c', long = "cpus", visible_alias = "cpu", value_name = "CPU")]
     pub cpu: Option<usize>,
     /// The timer the --validate threads wait with [default: HR]
     #[arg(long, value_name = "TIMER", value_parser = ["HR", "NATIVE", "TIMERFD", "POSIX"], ignore_case = true)]
@@ -133,7 +134,7 @@ impl SetArgs {
     fn validate_option(&self) -> Option<&'static str> {
         [
             (self.duration.is_some(), "--duration"),
-            (self.cpu.is_some(), "--cpu"),
+            (self.cpu.is_some(), "--cpus"),
             (self.timer.is_some(), "--timer"),
             (self.output.is_some(), "--output"),
             (self.shared_cpus, "--shared-cpus"),

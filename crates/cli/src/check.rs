@@ -33,8 +33,15 @@ pub struct CheckArgs {
     /// Computation per period, taken from the slack (such as 300us)
     #[arg(long, default_value = "0s", allow_hyphen_values = true)]
     pub work: String,
-    /// The CPU the workload runs on (default: the last CPU this process may use)
-    #[arg(short = 'c', long = "cpu", allow_hyphen_values = true)]
+    /// The CPU the workload runs on, one (default: the last CPU this process may use);
+    /// `-c`/`--cpus` names the measured CPUs in every measuring command
+    #[arg(
+        short = 'c',
+        long = "cpus",
+        visible_alias = "cpu",
+        value_name = "CPU",
+        allow_hyphen_values = true
+    )]
     pub cpu: Option<String>,
     /// Scheduling policy of the workload: f:PRIO, r:PRIO or o:NICE (default: f:88 for audio,
     /// f:90 for control and task sets, f:50 for video)
