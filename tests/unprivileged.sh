@@ -63,7 +63,7 @@ for entry in "${binaries[@]}"; do
     # The command's tests mostly wait on commands or on the machine lock: more of them in
     # flight lets those that share the machine run together.
     threads=2
-    [ "$name" = it ] && threads=8
+    [ "$name" = it ] && threads=4
     # No capabilities at all, a clean environment, the user's own temporary directory.
     if (cd "$dir" && timeout 1200 setpriv --reuid "$uid" --regid "$gid" --clear-groups \
         --inh-caps=-all --bounding-set=-all --no-new-privs \

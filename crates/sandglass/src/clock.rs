@@ -61,9 +61,9 @@ impl std::fmt::Display for CounterKind {
     }
 }
 
-#[cfg(feature = "linux")]
 /// The x86_64 counter: `lfence; rdtsc` in the loop, `rdtscp` (counter and CPU in one
 /// instruction) after a gap when the CPU supports it and Linux keeps the CPU number in TSC_AUX.
+#[cfg(feature = "linux")]
 #[derive(Clone, Copy, Debug)]
 pub struct CycleClock {
     pub rdtscp: bool,
@@ -86,8 +86,8 @@ impl Clock for CycleClock {
     }
 }
 
-#[cfg(feature = "linux")]
 /// `CLOCK_MONOTONIC_RAW` as the counter, one tick per nanosecond.
+#[cfg(feature = "linux")]
 #[derive(Clone, Copy, Debug)]
 pub struct RawClock;
 
@@ -119,8 +119,8 @@ pub enum CounterError {
     TscUnusable(String),
 }
 
-#[cfg(feature = "linux")]
 /// Chooses the counter from the user's choice and the CPU flags of `/proc/cpuinfo`.
+#[cfg(feature = "linux")]
 pub fn select_counter(
     choice: CounterChoice,
     cpu_flags: &[String],
@@ -167,8 +167,8 @@ pub fn select_counter(
     }
 }
 
-#[cfg(feature = "linux")]
 /// True when `rdtscp`'s TSC_AUX matches `sched_getcpu()` (Linux stores the CPU number there).
+#[cfg(feature = "linux")]
 fn tsc_aux_holds_cpu() -> bool {
     if !counter::HAS_RDTSCP_INSTRUCTION {
         return false;
@@ -179,8 +179,8 @@ fn tsc_aux_holds_cpu() -> bool {
     })
 }
 
-#[cfg(feature = "linux")]
 /// Reads the counter of `kind`.
+#[cfg(feature = "linux")]
 pub fn read_counter(kind: CounterKind) -> u64 {
     match kind {
         CounterKind::Tsc | CounterKind::Cntvct => counter::read(),
@@ -226,8 +226,8 @@ fn best_pair(kind: CounterKind, clock: ClockId) -> ClockPair {
     best
 }
 
-#[cfg(feature = "linux")]
 /// Pairs the counter with both monotonic clocks now.
+#[cfg(feature = "linux")]
 pub fn anchor(kind: CounterKind) -> Anchor {
     Anchor {
         monotonic_raw: best_pair(kind, ClockId::MonotonicRaw),
@@ -252,8 +252,8 @@ pub struct Calibration {
 }
 
 impl Calibration {
-    #[cfg(feature = "linux")]
     /// The calibration between anchors `a` and `b` (taken in that order).
+    #[cfg(feature = "linux")]
     pub fn from_anchors(counter: CounterKind, a: Anchor, b: Anchor) -> Calibration {
         let rate = |p: ClockPair, q: ClockPair| {
             let dc = q.counter.saturating_sub(p.counter) as f64;
@@ -282,8 +282,8 @@ impl Calibration {
         }
     }
 
-    #[cfg(feature = "linux")]
     /// Measures the counter for `window_ns` (sleeping in between) and calibrates it.
+    #[cfg(feature = "linux")]
     pub fn measure(counter: CounterKind, window_ns: u64) -> Calibration {
         let a = anchor(counter);
         let _ = sandglass_sys::clock::sleep_for(window_ns);
@@ -291,8 +291,8 @@ impl Calibration {
         Calibration::from_anchors(counter, a, b)
     }
 
-    #[cfg(feature = "linux")]
     /// The same start anchor with a new end anchor: the calibration over a whole run.
+    #[cfg(feature = "linux")]
     pub fn extended_to(&self, end: Anchor) -> Calibration {
         Calibration::from_anchors(self.counter, self.start, end)
     }

@@ -50,8 +50,8 @@ pub struct CacheCostRow {
     pub error: Option<String>,
 }
 
-#[cfg(feature = "linux")]
 /// Runs the experiment. `progress` is told each trial as it starts (size, trial, total).
+#[cfg(feature = "linux")]
 pub fn cache_cost(
     c: &CacheCostConfig,
     ctx: &RunContext,

@@ -365,8 +365,8 @@ impl Sink for NoiseSink {
     }
 }
 
-#[cfg(feature = "linux")]
 /// Runs the noise measurement and writes its run directory.
+#[cfg(feature = "linux")]
 pub fn run(
     config: &NoiseConfig,
     ctx: &RunContext,
@@ -405,8 +405,8 @@ impl result::WithHeader for NoiseResult {
     }
 }
 
-#[cfg(feature = "linux")]
 /// Writes `totals.hlog`: each CPU's whole-run histogram of interruption durations.
+#[cfg(feature = "linux")]
 fn write_totals(m: &Measured, r: &NoiseResult) -> Result<FileEntry, StoreError> {
     let entries: Vec<(String, &hdrhistogram::Histogram<u64>)> = r
         .cpus
@@ -419,9 +419,9 @@ fn write_totals(m: &Measured, r: &NoiseResult) -> Result<FileEntry, StoreError> 
     result::write_totals(m, &comments, &entries)
 }
 
-#[cfg(feature = "linux")]
 /// Replaces the percentiles the threads kept at three significant digits by exact ones for each
 /// CPU whose every interruption reached the store, in one pass over the interruptions table.
+#[cfg(feature = "linux")]
 fn exact_percentiles(
     dir: &std::path::Path,
     files: &[FileEntry],
@@ -490,8 +490,8 @@ fn exact_percentiles(
     Ok(())
 }
 
-#[cfg(feature = "linux")]
 /// One CPU's figures from its thread's report.
+#[cfg(feature = "linux")]
 fn cpu_result(
     m: &Measured,
     cpu: usize,
@@ -567,8 +567,8 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
-#[cfg(feature = "linux")]
 /// Turns what the threads measured into the result.
+#[cfg(feature = "linux")]
 pub fn build(
     config: &NoiseConfig,
     cpus: &[usize],

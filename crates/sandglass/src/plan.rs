@@ -291,9 +291,9 @@ pub fn place(plan: &RunPlan, allowed: &[usize]) -> Result<Placement, PlacementEr
     })
 }
 
-#[cfg(feature = "linux")]
 /// The SMT siblings of the measured CPUs that no measuring thread uses: work on them during
 /// the run slows the measured threads (see [`crate::system::CpuTimes`]).
+#[cfg(feature = "linux")]
 pub fn idle_siblings(placement: &Placement) -> Vec<(usize, usize)> {
     let mut v = Vec::new();
     for cpu in placement.measured.iter() {

@@ -195,8 +195,8 @@ impl Policy {
         }
     }
 
-    #[cfg(feature = "linux")]
     /// The kernel attributes for `sched_setattr`.
+    #[cfg(feature = "linux")]
     pub fn to_attr(&self) -> SchedAttr {
         match *self {
             Policy::Other { nice } => SchedAttr {
@@ -243,9 +243,9 @@ impl Policy {
         }
     }
 
-    #[cfg(feature = "linux")]
     /// The policy the kernel reports in `sched_getattr`, or `None` for a policy number sandglass
     /// does not know.
+    #[cfg(feature = "linux")]
     pub fn from_attr(a: &SchedAttr) -> Option<Policy> {
         Some(match a.policy {
             ksched::SCHED_OTHER => Policy::Other { nice: a.nice },

@@ -59,8 +59,8 @@ pub struct RunHeader {
 }
 
 impl RunHeader {
-    #[cfg(feature = "linux")]
     /// The header of run `m` of `duration`, with its warnings so far.
+    #[cfg(feature = "linux")]
     pub fn of(m: &mut Measured, schema: &str, duration: Nanos) -> RunHeader {
         RunHeader {
             schema: schema.to_string(),
@@ -97,8 +97,8 @@ pub trait WithHeader {
     fn header_mut(&mut self) -> &mut RunHeader;
 }
 
-#[cfg(feature = "linux")]
 /// What a timer or noise run writes at its end, besides its result.
+#[cfg(feature = "linux")]
 pub struct Ending<'a> {
     /// What the stored table holds, for the warning when it cannot be read back
     /// (`samples`, `interruptions`).
@@ -108,12 +108,12 @@ pub struct Ending<'a> {
     pub summary_description: &'a str,
 }
 
-#[cfg(feature = "linux")]
 /// Ends a timer or noise run whose store closed with `files` and whose `result` is built: in a
 /// run that was not cut short, `exact` replaces figures the threads kept at three significant
 /// digits by exact ones from one pass over the stored table (a warning when the table cannot be
 /// read back, the histograms' figures kept) and `totals` writes the whole-run histograms; then
 /// the run's final state goes into the result, and [`save`] writes the summary and the manifest.
+#[cfg(feature = "linux")]
 pub fn conclude<T: Serialize + WithHeader>(
     m: &mut Measured,
     mut files: Vec<FileEntry>,
@@ -158,11 +158,11 @@ pub fn conclude<T: Serialize + WithHeader>(
     })
 }
 
-#[cfg(feature = "linux")]
 /// Closes a run's store. `closed` is what the probe's store gave when it closed its files:
 /// the files, or the error that stopped it. When the run or its closing could not write (a
 /// full disk), the files that can be read are recovered and listed ([`store::recover_run`]),
 /// and the run is marked incomplete with the reason.
+#[cfg(feature = "linux")]
 pub fn close_store(m: &mut Measured, closed: Result<Vec<FileEntry>, StoreError>) -> Vec<FileEntry> {
     let failure = match (closed, m.store_error.take()) {
         (Ok(files), None) => return files,
@@ -178,9 +178,9 @@ pub fn close_store(m: &mut Measured, closed: Result<Vec<FileEntry>, StoreError>)
     store::recover_run(m.dir.path()).unwrap_or_default()
 }
 
-#[cfg(feature = "linux")]
 /// Writes `totals.hlog`: whole-run histograms `(tag, histogram)` with `comments`, placed at the
 /// run's start in time.
+#[cfg(feature = "linux")]
 pub fn write_totals(
     m: &Measured,
     comments: &[String],
@@ -207,9 +207,9 @@ pub fn write_totals(
         .write_file(name, &log, store::HLOG_FORMAT, store::TOTALS_DESCRIPTION)
 }
 
-#[cfg(feature = "linux")]
 /// Writes `summary.json` (format `format`), the sampler's and the kernel attribution's files,
 /// and the final manifest listing `files` and those.
+#[cfg(feature = "linux")]
 pub fn save<T: Serialize>(
     m: &Measured,
     result: &T,

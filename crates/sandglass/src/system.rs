@@ -211,8 +211,8 @@ pub const CAP_IPC_LOCK: u32 = 14;
 /// CAP_SYS_NICE.
 pub const CAP_SYS_NICE: u32 = 23;
 
-#[cfg(feature = "linux")]
 /// The privileges of this process.
+#[cfg(feature = "linux")]
 pub fn privileges() -> Privileges {
     use sandglass_sys::process::{rlimit, Resource};
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -240,20 +240,20 @@ fn kernel_config_any(release: &str) -> Option<String> {
     kernel_config().or_else(|| std::fs::read_to_string(format!("/boot/config-{release}")).ok())
 }
 
-#[cfg(feature = "linux")]
 /// CPUs this process may run on.
+#[cfg(feature = "linux")]
 pub fn allowed_cpus() -> Vec<usize> {
     sandglass_sys::sched::get_affinity(sandglass_sys::Tid::SELF).unwrap_or_else(|_| vec![0])
 }
 
-#[cfg(feature = "linux")]
 /// CPUs online, from `/sys/devices/system/cpu/online`.
+#[cfg(feature = "linux")]
 pub fn online_cpus() -> Option<CpuList> {
     read("/sys/devices/system/cpu/online").and_then(|s| CpuList::parse(&s).ok())
 }
 
-#[cfg(feature = "linux")]
 /// The SMT siblings of `cpu` (itself included).
+#[cfg(feature = "linux")]
 pub fn smt_siblings(cpu: usize) -> Option<CpuList> {
     read(&format!(
         "/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list"
@@ -261,14 +261,14 @@ pub fn smt_siblings(cpu: usize) -> Option<CpuList> {
     .and_then(|s| CpuList::parse(&s).ok())
 }
 
-#[cfg(feature = "linux")]
 /// `sched_rt_runtime_us`, or `None` when unreadable.
+#[cfg(feature = "linux")]
 pub fn rt_runtime_us() -> Option<i64> {
     read("/proc/sys/kernel/sched_rt_runtime_us").and_then(|s| s.parse().ok())
 }
 
-#[cfg(feature = "linux")]
 /// `sched_rt_period_us`, or `None` when unreadable.
+#[cfg(feature = "linux")]
 pub fn rt_period_us() -> Option<i64> {
     read("/proc/sys/kernel/sched_rt_period_us").and_then(|s| s.parse().ok())
 }
@@ -312,8 +312,8 @@ fn virtualization(flags: &[String]) -> Option<String> {
         .then(|| "unknown hypervisor".to_string())
 }
 
-#[cfg(feature = "linux")]
 /// Takes the snapshot.
+#[cfg(feature = "linux")]
 pub fn snapshot() -> SystemSnapshot {
     let u = sandglass_sys::process::uname().ok();
     let release = u.as_ref().map(|u| u.release.clone()).unwrap_or_default();
@@ -406,14 +406,14 @@ pub fn parse_cpu_times(stat: &str, cpu: usize) -> Option<CpuTimes> {
     })
 }
 
-#[cfg(feature = "linux")]
 /// The current counters of CPU `cpu`.
+#[cfg(feature = "linux")]
 pub fn cpu_times(cpu: usize) -> Option<CpuTimes> {
     parse_cpu_times(&std::fs::read_to_string("/proc/stat").ok()?, cpu)
 }
 
-#[cfg(feature = "linux")]
 /// True when `path` exists (used for device checks such as `/dev/rtc`).
+#[cfg(feature = "linux")]
 pub fn exists(path: &str) -> bool {
     Path::new(path).exists()
 }

@@ -601,8 +601,8 @@ impl Sink for TimerSink {
     }
 }
 
-#[cfg(feature = "linux")]
 /// Runs the timer measurement and writes its run directory.
+#[cfg(feature = "linux")]
 pub fn run(
     config: &TimerConfig,
     ctx: &RunContext,
@@ -611,8 +611,8 @@ pub fn run(
     run_live(config, ctx, obs, None)
 }
 
-#[cfg(feature = "linux")]
 /// [`run`], also counting every release into `live` as the main thread stores it.
+#[cfg(feature = "linux")]
 pub fn run_live(
     config: &TimerConfig,
     ctx: &RunContext,
@@ -630,9 +630,9 @@ pub fn run_live(
     conclude(config, &cpus, m, sink)
 }
 
-#[cfg(feature = "linux")]
 /// Closes the store of what `m` measured on `cpus`, builds the result and writes the run's
 /// last files: what [`run`] does once the threads are done (and a replay does too).
+#[cfg(feature = "linux")]
 pub fn conclude(
     config: &TimerConfig,
     cpus: &[usize],
@@ -669,8 +669,8 @@ impl result::WithHeader for TimerResult {
     }
 }
 
-#[cfg(feature = "linux")]
 /// One CPU's figures from its thread's report.
+#[cfg(feature = "linux")]
 fn cpu_result(
     config: &TimerConfig,
     cpu: usize,
@@ -760,8 +760,8 @@ fn cpu_result(
     tc
 }
 
-#[cfg(feature = "linux")]
 /// Turns what the threads measured into the result; `spikes` are the CPUs' spike logs.
+#[cfg(feature = "linux")]
 pub fn build(
     config: &TimerConfig,
     cpus: &[usize],
@@ -866,9 +866,9 @@ pub fn build(
     }
 }
 
-#[cfg(feature = "linux")]
 /// Per group: the exact count, extremes, mean and standard deviation, and the count above each
 /// threshold.
+#[cfg(feature = "linux")]
 struct Exact {
     count: u64,
     min: i64,
@@ -928,11 +928,11 @@ impl Exact {
     }
 }
 
-#[cfg(feature = "linux")]
 /// Replaces the figures the measuring threads kept at three significant digits by exact ones,
 /// for each CPU whose every release reached the store: one pass over the samples table, with
 /// the histograms of what was stored naming the bucket of each percentile
 /// ([`crate::stats::ExactQuantiles`]).
+#[cfg(feature = "linux")]
 fn exact_figures(
     config: &TimerConfig,
     dir: &std::path::Path,
@@ -992,8 +992,8 @@ fn exact_figures(
     Ok(())
 }
 
-#[cfg(feature = "linux")]
 /// `totals.hlog`: each CPU's whole-run histograms.
+#[cfg(feature = "linux")]
 fn write_totals(m: &Measured, r: &TimerResult) -> Result<FileEntry, StoreError> {
     let mut entries = Vec::new();
     for c in &r.cpus {

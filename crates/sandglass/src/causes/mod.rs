@@ -386,9 +386,9 @@ pub fn kernel_warnings(k: &KernelCauses) -> Vec<crate::warning::Warning> {
     out
 }
 
-#[cfg(feature = "linux")]
 /// Writes `attribution.csv`: every spike's shares, times in ns from the run's start; a late
 /// wakeup's path (timer interrupt, wakeup, switch-in) where the trace holds it.
+#[cfg(feature = "linux")]
 pub fn write_attribution(
     dir: &crate::store::RunDir,
     k: &KernelCauses,
@@ -427,8 +427,8 @@ pub fn write_attribution(
     )
 }
 
-#[cfg(feature = "linux")]
 /// A CSV field in double quotes, its own quotes doubled.
+#[cfg(feature = "linux")]
 fn csv_quote(s: &str) -> String {
     format!("\"{}\"", s.replace('"', "\"\""))
 }

@@ -138,9 +138,9 @@ pub fn parse_stat(text: &str) -> Vec<(usize, CpuStat)> {
     out
 }
 
-#[cfg(feature = "linux")]
 /// The length of one tick of `/proc/stat`'s times (USER_HZ, 100 a second where the system does
 /// not say), in ns.
+#[cfg(feature = "linux")]
 pub fn tick_ns() -> u64 {
     1_000_000_000 / sandglass_sys::process::clock_ticks_per_second().unwrap_or(100)
 }

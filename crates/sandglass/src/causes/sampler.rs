@@ -53,8 +53,8 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    #[cfg(feature = "linux")]
     /// A snapshot of zeros with room for `irqs` interrupt sources and `softirqs` vectors.
+    #[cfg(feature = "linux")]
     fn zeroed(spec: &SamplerSpec, irqs: usize, softirqs: usize) -> Snapshot {
         let c = spec.cpus.len();
         let t = spec.tids.len();
@@ -89,9 +89,9 @@ pub trait Source {
     fn read(&mut self, file: ProcFile, buf: &mut TextBuf);
 }
 
-#[cfg(feature = "linux")]
 /// A file opened on its first read and kept open: `None` before that, `Some(None)` when it
 /// could not be opened (it is not tried again).
+#[cfg(feature = "linux")]
 #[derive(Debug, Default)]
 struct Kept(Option<Option<std::fs::File>>);
 
@@ -112,11 +112,11 @@ impl Kept {
     }
 }
 
-#[cfg(feature = "linux")]
 /// The running system. Each file is opened on its first read and kept open, and read with
 /// `pread` from offset 0 after that: `/proc` formats the text anew at each read from the
 /// start, so a kept file gives fresh counts without an `open` and a `close` per snapshot (and a
 /// thread's files keep naming that thread, not a later one given its id).
+#[cfg(feature = "linux")]
 #[derive(Debug, Default)]
 pub struct Proc {
     interrupts: Kept,
@@ -161,8 +161,8 @@ impl Source for Proc {
     }
 }
 
-#[cfg(feature = "linux")]
 /// The files' texts, kept from one snapshot to the next.
+#[cfg(feature = "linux")]
 struct Bufs {
     interrupts: TextBuf,
     softirqs: TextBuf,
@@ -171,8 +171,8 @@ struct Bufs {
     thread: TextBuf,
 }
 
-#[cfg(feature = "linux")]
 /// Takes snapshots during a run and digests them as it goes.
+#[cfg(feature = "linux")]
 pub struct Sampler<S: Source> {
     source: S,
     spec: SamplerSpec,
@@ -399,8 +399,8 @@ fn interval_into(a: &Snapshot, b: &Snapshot, iv: &mut Interval) {
         .extend(a.wait_ns.iter().zip(&b.wait_ns).map(|(&p, &q)| d(p, q)));
 }
 
-#[cfg(feature = "linux")]
 /// Appends a CSV field in double quotes, its own quotes doubled.
+#[cfg(feature = "linux")]
 fn push_quoted(out: &mut String, s: &str) {
     out.push('"');
     for part in s.split_inclusive('"') {
@@ -412,8 +412,8 @@ fn push_quoted(out: &mut String, s: &str) {
     out.push('"');
 }
 
-#[cfg(feature = "linux")]
 /// Appends the rows of `sampler.csv` for one interval to `out`: non-zero counts only.
+#[cfg(feature = "linux")]
 fn csv_rows(
     out: &mut String,
     spec: &SamplerSpec,
@@ -502,15 +502,15 @@ impl ValueCounts {
     }
 }
 
-#[cfg(feature = "linux")]
 /// The intervals kept in case a spike arrives late (at 10 snapshots a second, a minute).
-const RECENT: usize = 600;
 #[cfg(feature = "linux")]
+const RECENT: usize = 600;
 /// Spikes newer than the last snapshot waiting for their interval.
+#[cfg(feature = "linux")]
 const PENDING: usize = 1 << 16;
 
-#[cfg(feature = "linux")]
 /// Per source and CPU (or thread): the value counts, the medians and the totals.
+#[cfg(feature = "linux")]
 struct Counts {
     irq: Vec<Vec<ValueCounts>>,
     softirq: Vec<Vec<ValueCounts>>,
@@ -523,8 +523,8 @@ struct Counts {
     wait_total: Vec<u64>,
 }
 
-#[cfg(feature = "linux")]
 /// What a run's sampling gives the explanation, built as the run goes.
+#[cfg(feature = "linux")]
 struct DigestBuilder {
     counts: Counts,
     intervals: u64,
@@ -725,8 +725,8 @@ pub struct Digest {
 }
 
 impl Digest {
-    #[cfg(feature = "linux")]
     /// The digest of `snapshots` with `spikes` (all at once, for tests and recorded data).
+    #[cfg(feature = "linux")]
     pub fn of(
         spec: SamplerSpec,
         irq_names: Vec<String>,

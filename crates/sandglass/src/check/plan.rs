@@ -120,8 +120,8 @@ pub enum Tracing {
 }
 
 impl Tracing {
-    #[cfg(feature = "linux")]
     /// Records the kernel's events unless `no_trace`, where this process can.
+    #[cfg(feature = "linux")]
     pub fn choose(no_trace: bool) -> Tracing {
         if no_trace {
             return Tracing::Off;

@@ -154,8 +154,8 @@ pub struct Streamed {
     pub out_of_order: u64,
 }
 
-#[cfg(feature = "linux")]
 /// Turns each thread's counters and the sink's summaries into the result.
+#[cfg(feature = "linux")]
 pub fn build(
     threads: &[ThreadSpec],
     duration: Nanos,
@@ -209,8 +209,8 @@ pub fn build(
     }
 }
 
-#[cfg(feature = "linux")]
 /// One thread's result, and the trace records it lost.
+#[cfg(feature = "linux")]
 fn thread_result(
     t: &ThreadSpec,
     rep: ThreadReport,

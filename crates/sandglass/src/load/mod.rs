@@ -111,8 +111,8 @@ pub enum LoadError {
     Start { spec: String, source: StartError },
 }
 
-#[cfg(feature = "linux")]
 /// Why a load that was accepted could not start.
+#[cfg(feature = "linux")]
 #[derive(Debug, Error)]
 pub enum StartError {
     /// One of the load's threads failed while setting itself up.
@@ -137,8 +137,8 @@ pub enum StartError {
     NotExternal,
 }
 
-#[cfg(feature = "linux")]
 /// Why a load thread could not set itself up, or stopped working before the loads were stopped.
+#[cfg(feature = "linux")]
 #[derive(Debug, Error)]
 pub enum ThreadError {
     #[error("cannot pin a load thread to CPUs {cpus:?}: {source}")]
@@ -275,8 +275,8 @@ pub struct LoadReport {
     pub error: Option<String>,
 }
 
-#[cfg(feature = "linux")]
 /// The stop flag and the start gate that every load thread shares.
+#[cfg(feature = "linux")]
 #[derive(Default)]
 pub(crate) struct Shared {
     stop: AtomicBool,
@@ -321,22 +321,22 @@ impl Shared {
     }
 }
 
-#[cfg(feature = "linux")]
 /// The longest a load thread goes without looking at the stop flag, while waiting.
+#[cfg(feature = "linux")]
 pub(crate) const STEP: Duration = Duration::from_millis(10);
-#[cfg(feature = "linux")]
 /// The longest the setup of every load may take before `start` gives up.
-const SETUP_LIMIT: Duration = Duration::from_secs(30);
 #[cfg(feature = "linux")]
+const SETUP_LIMIT: Duration = Duration::from_secs(30);
 /// How long `stop` waits for a thread before it leaves it behind and says so.
+#[cfg(feature = "linux")]
 const JOIN_LIMIT: Duration = Duration::from_secs(10);
 
-#[cfg(feature = "linux")]
 /// What a load thread reports once it is set up: the process group it started, if any.
+#[cfg(feature = "linux")]
 pub(crate) type Ready = Result<Option<i32>, ThreadError>;
 
-#[cfg(feature = "linux")]
 /// Sends one thread's setup outcome to `start`.
+#[cfg(feature = "linux")]
 pub(crate) struct Starter {
     load: usize,
     tx: mpsc::Sender<(usize, Ready)>,
@@ -349,8 +349,8 @@ impl Starter {
     }
 }
 
-#[cfg(feature = "linux")]
 /// Work counted by one thread.
+#[cfg(feature = "linux")]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Tally {
     /// Units of the load's work.
@@ -359,9 +359,9 @@ pub(crate) struct Tally {
     pub aux: u64,
 }
 
-#[cfg(feature = "linux")]
 /// A thread's running totals, published after every step so that [`RunningLoads::mark`] can
 /// take a baseline without stopping anything.
+#[cfg(feature = "linux")]
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
     work: AtomicU64,
@@ -395,8 +395,8 @@ impl Counters {
     }
 }
 
-#[cfg(feature = "linux")]
 /// What an external load's supervisor learnt.
+#[cfg(feature = "linux")]
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct ExternalEnd {
     pub work: f64,
@@ -406,8 +406,8 @@ pub(crate) struct ExternalEnd {
     pub detail: String,
 }
 
-#[cfg(feature = "linux")]
 /// How one load thread ended.
+#[cfg(feature = "linux")]
 #[derive(Debug, Default)]
 pub(crate) struct ThreadEnd {
     pub tally: Tally,
@@ -427,9 +427,9 @@ impl ThreadEnd {
     }
 }
 
-#[cfg(feature = "linux")]
 /// Pins the calling thread to `cpus` and sets it to SCHED_OTHER, nice 0 (or, when nice 0 is not
 /// permitted because the process runs at a higher nice value, SCHED_OTHER at that value).
+#[cfg(feature = "linux")]
 pub(crate) fn enter_load_thread(cpus: &[usize]) -> Result<(), ThreadError> {
     use sandglass_sys::sched::{self, SchedAttr, Tid, SCHED_OTHER};
     sched::set_affinity(Tid::SELF, cpus).map_err(|source| ThreadError::Pin {
@@ -456,20 +456,20 @@ pub(crate) fn enter_load_thread(cpus: &[usize]) -> Result<(), ThreadError> {
     sched::set_attr(Tid::SELF, &SchedAttr { nice, ..other }).map_err(ThreadError::Policy)
 }
 
-#[cfg(feature = "linux")]
 /// One thread of a load, about to be spawned.
+#[cfg(feature = "linux")]
 pub(crate) struct ThreadPlan {
     pub name: String,
     pub cpus: Vec<usize>,
     pub body: Body,
 }
 
-#[cfg(feature = "linux")]
 /// What a load thread runs once it is pinned and at SCHED_OTHER.
+#[cfg(feature = "linux")]
 pub(crate) type Body = Box<dyn FnOnce(&Shared, &Starter, &Counters) -> ThreadEnd + Send>;
 
-#[cfg(feature = "linux")]
 /// A load whose threads run.
+#[cfg(feature = "linux")]
 struct Started {
     spec: LoadSpec,
     /// Workers started: the intensity, or one per CPU when none was given.
@@ -480,8 +480,8 @@ struct Started {
     process_group: Option<i32>,
 }
 
-#[cfg(feature = "linux")]
 /// Loads that run until [`RunningLoads::stop`] or drop.
+#[cfg(feature = "linux")]
 pub struct RunningLoads {
     shared: Arc<Shared>,
     loads: Vec<Started>,
@@ -491,8 +491,8 @@ pub struct RunningLoads {
     marked: Mutex<Option<Instant>>,
 }
 
-#[cfg(feature = "linux")]
 /// Starts every load; returns once all are running.
+#[cfg(feature = "linux")]
 pub fn start(specs: &[LoadSpec], opts: &LoadOptions) -> Result<RunningLoads, LoadError> {
     let allowed = crate::system::allowed_cpus();
     let default_cpus = if opts.default_cpus.is_empty() {
@@ -703,8 +703,8 @@ impl Drop for RunningLoads {
     }
 }
 
-#[cfg(feature = "linux")]
 /// An I/O error's reason, as the kernel names it, without std's "(os error N)" suffix.
+#[cfg(feature = "linux")]
 pub(crate) fn io_reason(e: &std::io::Error) -> String {
     match e.raw_os_error() {
         Some(n) => sandglass_sys::Errno(n).to_string(),
@@ -712,9 +712,9 @@ pub(crate) fn io_reason(e: &std::io::Error) -> String {
     }
 }
 
-#[cfg(feature = "linux")]
 /// Refuses a temporary directory that does not exist, is not a directory, or where no file can
 /// be created.
+#[cfg(feature = "linux")]
 pub(crate) fn check_temp_dir(spec: &str, dir: &Path) -> Result<(), LoadError> {
     let refuse = |reason: String| LoadError::TempDir {
         spec: spec.into(),
@@ -731,9 +731,9 @@ pub(crate) fn check_temp_dir(spec: &str, dir: &Path) -> Result<(), LoadError> {
         .map_err(|e| refuse(format!("cannot create a file there: {}", io_reason(&e))))
 }
 
-#[cfg(feature = "linux")]
 /// A new file in `dir` that is unlinked at once: its space is freed when the descriptor closes,
 /// even if the process is killed.
+#[cfg(feature = "linux")]
 pub(crate) fn anonymous_file(dir: &Path) -> std::io::Result<std::fs::File> {
     use std::sync::atomic::AtomicU64;
     static SERIAL: AtomicU64 = AtomicU64::new(0);
@@ -752,15 +752,15 @@ pub(crate) fn anonymous_file(dir: &Path) -> std::io::Result<std::fs::File> {
     Ok(file)
 }
 
-#[cfg(feature = "linux")]
 /// True when `path` is a regular file someone may execute.
+#[cfg(feature = "linux")]
 pub(crate) fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
-#[cfg(feature = "linux")]
 /// The first executable `name` in the directories of `path_var` (a `PATH` value).
+#[cfg(feature = "linux")]
 pub(crate) fn find_program(name: &str, path_var: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
     std::env::split_paths(path_var?)
         .filter(|d| !d.as_os_str().is_empty())
@@ -768,17 +768,17 @@ pub(crate) fn find_program(name: &str, path_var: Option<&std::ffi::OsStr>) -> Op
         .find(|p| is_executable(p))
 }
 
-#[cfg(feature = "linux")]
 /// The type of the file system holding `path` (`ext4`, `tmpfs`), from `/proc/self/mounts`.
+#[cfg(feature = "linux")]
 pub(crate) fn fs_type(path: &Path) -> Option<String> {
     let path = std::fs::canonicalize(path).ok()?;
     let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
     fs_type_in(&mounts, &path)
 }
 
-#[cfg(feature = "linux")]
 /// The type of the longest mount point in `mounts` (the `/proc/self/mounts` format, `fstab(5)`)
 /// that contains `path`; the last such mount wins, as it hides the earlier ones.
+#[cfg(feature = "linux")]
 pub(crate) fn fs_type_in(mounts: &str, path: &Path) -> Option<String> {
     let mut best: Option<(usize, String)> = None;
     for line in mounts.lines() {
@@ -798,8 +798,8 @@ pub(crate) fn fs_type_in(mounts: &str, path: &Path) -> Option<String> {
     best.map(|(_, kind)| kind)
 }
 
-#[cfg(feature = "linux")]
 /// Adds up the threads of one load.
+#[cfg(feature = "linux")]
 fn report(
     spec: &LoadSpec,
     workers: u32,

@@ -627,8 +627,8 @@ pub fn agreement(
     })
 }
 
-#[cfg(feature = "linux")]
 /// A step ready to run.
+#[cfg(feature = "linux")]
 enum Runner {
     Read {
         file: File,
@@ -651,8 +651,8 @@ enum Runner {
     },
 }
 
-#[cfg(feature = "linux")]
 /// A fixed amount of work: `iterations` dependent multiply-adds.
+#[cfg(feature = "linux")]
 #[inline(never)]
 fn spin(iterations: u64) -> u64 {
     let mut x = 1u64;
@@ -665,8 +665,8 @@ fn spin(iterations: u64) -> u64 {
     x
 }
 
-#[cfg(feature = "linux")]
 /// Nanoseconds per [`spin`] iteration on this CPU: the fastest of five runs.
+#[cfg(feature = "linux")]
 fn calibrate_spin() -> f64 {
     let n = 200_000;
     (0..5)
@@ -681,9 +681,9 @@ fn calibrate_spin() -> f64 {
 
 #[cfg(feature = "linux")]
 impl Runner {
-    #[cfg(feature = "linux")]
     /// Work done between frames, outside the timed steps: a cold read drops the pages it will
     /// read next.
+    #[cfg(feature = "linux")]
     fn prepare(&mut self) -> Result<(), StepError> {
         if let Runner::Read {
             file, cold: true, ..
@@ -741,8 +741,8 @@ impl Runner {
     }
 }
 
-#[cfg(feature = "linux")]
 /// The receiver of a send step: takes each message whole and acknowledges it with one byte.
+#[cfg(feature = "linux")]
 fn receiver(
     mut end: End,
     bytes: usize,
@@ -773,9 +773,9 @@ fn receiver(
     }
 }
 
-#[cfg(feature = "linux")]
 /// The file a read step reads: at least enough for every frame and prediction sample once, at
 /// most 64 MiB (then it is read round and round).
+#[cfg(feature = "linux")]
 fn read_file(dir: &Path, index: usize, bytes: u64, reads: u64) -> Result<(File, u64), BudgetError> {
     let size = bytes
         .saturating_mul(reads)
@@ -943,9 +943,9 @@ struct Outcome {
     loads: Vec<LoadReport>,
 }
 
-#[cfg(feature = "linux")]
 /// Starts the loads of `plan` on `cpus` (by default; a load may name its own) and lets them
 /// settle, checking `stop` every 10 ms. The counted window starts when the settle time is over.
+#[cfg(feature = "linux")]
 fn start_loads(
     plan: &LoadPlan,
     cpus: &[usize],
@@ -1168,8 +1168,8 @@ fn run_frames(
     })
 }
 
-#[cfg(feature = "linux")]
 /// Predicts the budget, runs it for real and writes the run directory.
+#[cfg(feature = "linux")]
 pub fn run(
     config: &BudgetConfig,
     ctx: &RunContext,

@@ -194,11 +194,11 @@ impl Default for CopyConfig {
     }
 }
 
-#[cfg(feature = "linux")]
 /// At least this many samples per cell, however long they take.
-const MIN_SAMPLES: usize = 5;
 #[cfg(feature = "linux")]
+const MIN_SAMPLES: usize = 5;
 /// A sample lasts at least this long.
+#[cfg(feature = "linux")]
 const MIN_SAMPLE_NS: u64 = 20_000;
 
 /// One (size, variant) cell.
@@ -391,8 +391,8 @@ pub fn validate(config: &CopyConfig) -> Result<(), CopyError> {
     Ok(())
 }
 
-#[cfg(feature = "linux")]
 /// Runs the copy benchmark and writes its run directory.
+#[cfg(feature = "linux")]
 pub fn run(
     config: &CopyConfig,
     ctx: &RunContext,

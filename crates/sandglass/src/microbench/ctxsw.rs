@@ -82,11 +82,11 @@ impl Default for CtxswConfig {
     }
 }
 
-#[cfg(feature = "linux")]
 /// At least this many samples, however long they take.
-const MIN_SAMPLES: usize = 10;
 #[cfg(feature = "linux")]
+const MIN_SAMPLES: usize = 10;
 /// Bytes between the words a member reads from its working set.
+#[cfg(feature = "linux")]
 const LINE: usize = 64;
 
 /// One working set.
@@ -172,8 +172,8 @@ pub struct CtxswResult {
     pub cells: Vec<CtxswCell>,
 }
 
-#[cfg(feature = "linux")]
 /// Reads one word of every line of `ws`; the sum keeps the reads from being optimised away.
+#[cfg(feature = "linux")]
 #[inline]
 fn touch(ws: &[u8]) -> u64 {
     let mut sum = 0u64;
@@ -187,8 +187,8 @@ fn touch(ws: &[u8]) -> u64 {
     sum
 }
 
-#[cfg(feature = "linux")]
 /// A working set of `bytes`, every page written so that no touch takes a page fault.
+#[cfg(feature = "linux")]
 fn working_set(bytes: u64) -> Vec<u8> {
     (0..bytes as usize).map(|i| i as u8).collect()
 }
@@ -216,8 +216,8 @@ pub enum CtxswError {
     TokenPipe { reason: String },
 }
 
-#[cfg(feature = "linux")]
 /// The per-hop overhead of one thread passing a token to itself.
+#[cfg(feature = "linux")]
 fn overhead(
     ws_bytes: u64,
     budget_ns: u64,
@@ -267,8 +267,8 @@ struct MemberOutcome {
     error: Option<String>,
 }
 
-#[cfg(feature = "linux")]
 /// What every member of a ring shares.
+#[cfg(feature = "linux")]
 struct RingArgs<'a> {
     ring: usize,
     ws_bytes: u64,
@@ -279,11 +279,11 @@ struct RingArgs<'a> {
     stop: &'a AtomicBool,
 }
 
-#[cfg(feature = "linux")]
 /// Member `index` of the ring. Member 0 starts every trip and times it after three warm-up
 /// trips (by then every member has pinned itself and touched its working set once); the others
 /// pass the token on until their pipe reaches end of file. A member that fails closes its pipes,
 /// so the failure travels round the ring and ends it.
+#[cfg(feature = "linux")]
 fn member(index: usize, mut m: Member, a: &RingArgs<'_>) -> MemberOutcome {
     let (ring, ws_bytes, cpu, config) = (a.ring, a.ws_bytes, a.cpu, a.config);
     let (privileged, budget_ns, stop) = (a.privileged, a.budget_ns, a.stop);
@@ -365,8 +365,8 @@ fn member(index: usize, mut m: Member, a: &RingArgs<'_>) -> MemberOutcome {
     }
 }
 
-#[cfg(feature = "linux")]
 /// The ring's trips, the members' CPUs and setups.
+#[cfg(feature = "linux")]
 fn ring_trips(
     ws_bytes: u64,
     cpu: usize,
@@ -526,8 +526,8 @@ pub fn validate(config: &CtxswConfig) -> Result<(), CtxswError> {
     Ok(())
 }
 
-#[cfg(feature = "linux")]
 /// Runs the context-switch benchmark and writes its run directory.
+#[cfg(feature = "linux")]
 pub fn run(
     config: &CtxswConfig,
     ctx: &RunContext,

@@ -348,8 +348,8 @@ pub fn filesystem_of(mountinfo: &str, path: &Path) -> Option<(String, String)> {
     best.map(|(_, t, s)| (t, s))
 }
 
-#[cfg(feature = "linux")]
 /// Sets its flag when dropped.
+#[cfg(feature = "linux")]
 struct SetOnDrop<'a>(&'a AtomicBool);
 
 #[cfg(feature = "linux")]
@@ -359,8 +359,8 @@ impl Drop for SetOnDrop<'_> {
     }
 }
 
-#[cfg(feature = "linux")]
 /// A directory removed with everything in it when dropped.
+#[cfg(feature = "linux")]
 pub(crate) struct TempDir(PathBuf);
 
 #[cfg(feature = "linux")]
@@ -378,8 +378,8 @@ impl Drop for TempDir {
     }
 }
 
-#[cfg(feature = "linux")]
 /// Creates a new private directory under `dir`; the error says what to change.
+#[cfg(feature = "linux")]
 pub(crate) fn temp_dir(dir: &Path) -> Result<TempDir, FileBenchError> {
     use std::os::unix::fs::DirBuilderExt;
     if !dir.is_dir() {
@@ -407,14 +407,14 @@ pub(crate) fn temp_dir(dir: &Path) -> Result<TempDir, FileBenchError> {
     Ok(guard)
 }
 
-#[cfg(feature = "linux")]
 /// The word at index `i` of the file: a SplitMix64 stream, so that no two blocks are alike.
+#[cfg(feature = "linux")]
 fn file_word(rng: &mut crate::analysis::rng::SplitMix64) -> u64 {
     rng.next_u64()
 }
 
-#[cfg(feature = "linux")]
 /// Writes `size` bytes to `path`, returns the checksum, and writes the file back to storage.
+#[cfg(feature = "linux")]
 fn create_file(path: &Path, size: u64, stop: &AtomicBool) -> Result<u64, FileBenchError> {
     let mut f = std::fs::OpenOptions::new()
         .write(true)
@@ -453,8 +453,8 @@ fn create_file(path: &Path, size: u64, stop: &AtomicBool) -> Result<u64, FileBen
     Ok(sum.finish())
 }
 
-#[cfg(feature = "linux")]
 /// The idle counters: one SCHED_IDLE thread per CPU counting loop iterations.
+#[cfg(feature = "linux")]
 struct Freetime<'a> {
     cpus: Vec<usize>,
     counts: &'a [PaddedCounter],
@@ -487,8 +487,8 @@ impl Freetime<'_> {
         snapshot(self.counts)
     }
 
-    #[cfg(feature = "linux")]
     /// CPUs kept busy between two snapshots.
+    #[cfg(feature = "linux")]
     fn busy_cpus(&self, a: &(u64, Vec<u64>), b: &(u64, Vec<u64>)) -> Option<f64> {
         let secs = b.0.checked_sub(a.0)? as f64 / 1e9;
         if secs <= 0.0 {
@@ -514,8 +514,8 @@ fn snapshot(counts: &[PaddedCounter]) -> (u64, Vec<u64>) {
     )
 }
 
-#[cfg(feature = "linux")]
 /// A buffer of `len` bytes starting on a `align`-byte boundary, inside `storage`.
+#[cfg(feature = "linux")]
 fn aligned(storage: &mut [u8], align: usize, len: usize) -> Option<&mut [u8]> {
     let off = storage.as_ptr().align_offset(align);
     storage.get_mut(off..off.checked_add(len)?)
@@ -640,8 +640,8 @@ fn read_direct(path: &Path, size: u64) -> Result<PassOut, FileBenchError> {
     read_blocks(&mut f, buf, size)
 }
 
-#[cfg(feature = "linux")]
 /// Drops the file's cached pages, and the whole page cache when asked.
+#[cfg(feature = "linux")]
 fn make_cold(path: &Path, drop_all: bool) -> Result<(), FileBenchError> {
     let f = File::open(path).map_err(io_err("open"))?;
     f.sync_all().map_err(io_err("fsync"))?;
@@ -656,8 +656,8 @@ fn make_cold(path: &Path, drop_all: bool) -> Result<(), FileBenchError> {
     Ok(())
 }
 
-#[cfg(feature = "linux")]
 /// The passes, the reading thread's setup and the idle counters' calibration.
+#[cfg(feature = "linux")]
 type Passes = (Vec<FilePass>, Option<ThreadSetup>, Option<FreetimeInfo>);
 
 #[cfg(feature = "linux")]
@@ -789,8 +789,8 @@ fn one_pass(
     pass
 }
 
-#[cfg(feature = "linux")]
 /// Checks the configuration; the error names the flag.
+#[cfg(feature = "linux")]
 pub fn validate(config: &FileConfig) -> Result<(), FileBenchError> {
     if config.size_bytes < 4096 {
         return Err(FileBenchError::SizeTooSmall);
@@ -816,8 +816,8 @@ pub fn validate(config: &FileConfig) -> Result<(), FileBenchError> {
     Ok(())
 }
 
-#[cfg(feature = "linux")]
 /// Runs the file benchmark and writes its run directory. The temporary file is always removed.
+#[cfg(feature = "linux")]
 pub fn run(
     config: &FileConfig,
     ctx: &RunContext,

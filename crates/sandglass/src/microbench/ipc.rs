@@ -153,8 +153,8 @@ pub fn parse_mechanisms(text: &str) -> Result<Vec<Mechanism>, IpcError> {
 
 /// The largest datagram sent at once; larger messages travel as several.
 pub const DGRAM_FRAGMENT: usize = 64 << 10;
-#[cfg(feature = "linux")]
 /// No receive or send waits longer than this: a peer that died cannot hang the benchmark.
+#[cfg(feature = "linux")]
 const IO_TIMEOUT: Duration = Duration::from_secs(10);
 /// The default message sizes: 1 byte to 1 MiB.
 pub const DEFAULT_SIZES: [u64; 8] = [
@@ -167,8 +167,8 @@ pub const DEFAULT_SIZES: [u64; 8] = [
     256 << 10,
     1 << 20,
 ];
-#[cfg(feature = "linux")]
 /// At least this many measured round trips per cell, however long they take.
+#[cfg(feature = "linux")]
 const MIN_SAMPLES: usize = 10;
 
 /// Which messages the client checks.
@@ -231,8 +231,8 @@ pub fn mq_limits() -> (usize, usize) {
     )
 }
 
-#[cfg(feature = "linux")]
 /// One end of a channel.
+#[cfg(feature = "linux")]
 pub(crate) enum End {
     Pipe {
         rx: File,
@@ -249,8 +249,8 @@ pub(crate) enum End {
     Shm(ShmEnd),
 }
 
-#[cfg(feature = "linux")]
 /// Two connected ends and the largest piece a message travels in (`None`: whole).
+#[cfg(feature = "linux")]
 pub(crate) struct Channel {
     pub a: End,
     pub b: End,
@@ -262,8 +262,8 @@ fn sys_err(what: &str, e: sandglass_sys::Errno) -> io::Error {
     io::Error::new(io::Error::from(e).kind(), format!("{what}: {e}"))
 }
 
-#[cfg(feature = "linux")]
 /// Creates a channel of mechanism `m` for messages of up to `max_bytes` bytes.
+#[cfg(feature = "linux")]
 pub(crate) fn channel(m: Mechanism, max_bytes: usize) -> io::Result<Channel> {
     let timeouts = |s: &UnixStream| -> io::Result<()> {
         s.set_read_timeout(Some(IO_TIMEOUT))?;
@@ -359,8 +359,8 @@ pub(crate) fn channel(m: Mechanism, max_bytes: usize) -> io::Result<Channel> {
     })
 }
 
-#[cfg(feature = "linux")]
 /// Reads exactly `buf.len()` bytes from a stream; `Ok(false)` on end of file before the first.
+#[cfg(feature = "linux")]
 fn read_stream(r: &mut dyn Read, buf: &mut [u8]) -> io::Result<bool> {
     let mut off = 0;
     while off < buf.len() {
@@ -411,9 +411,9 @@ impl End {
         }
     }
 
-    #[cfg(feature = "linux")]
     /// Receives one message of exactly `buf.len()` bytes (at least 1); `Ok(false)` when the
     /// peer closed before it.
+    #[cfg(feature = "linux")]
     pub(crate) fn recv_exact(&mut self, buf: &mut [u8]) -> io::Result<bool> {
         match self {
             End::Pipe { rx, .. } => read_stream(rx, buf),
@@ -572,12 +572,12 @@ impl IpcResult {
     }
 }
 
-#[cfg(feature = "linux")]
 /// Every round trip of a mechanism, by size.
+#[cfg(feature = "linux")]
 type RawSamples = Vec<(u64, Vec<i64>)>;
 
-#[cfg(feature = "linux")]
 /// What the client of one cell measured.
+#[cfg(feature = "linux")]
 struct ClientOutcome {
     samples: Vec<i64>,
     seen: CpusSeen,
@@ -714,8 +714,8 @@ fn client(end: &mut End, a: &ClientArgs<'_>) -> ClientOutcome {
     out
 }
 
-#[cfg(feature = "linux")]
 /// Measures one cell: a fresh channel, a server thread and a client thread.
+#[cfg(feature = "linux")]
 fn cell(
     m: Mechanism,
     n: usize,
@@ -867,8 +867,8 @@ pub fn resolve_cpus(config: &IpcConfig, allowed: &[usize]) -> Result<(usize, usi
     )?)
 }
 
-#[cfg(feature = "linux")]
 /// Runs the IPC benchmark and writes its run directory.
+#[cfg(feature = "linux")]
 pub fn run(
     config: &IpcConfig,
     ctx: &RunContext,

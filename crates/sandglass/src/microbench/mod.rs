@@ -161,9 +161,9 @@ pub enum BenchError {
     PolicyRefused(String),
 }
 
-#[cfg(feature = "linux")]
 /// A configuration or CPU choice refused before anything was measured, as the runner's usage
 /// error (exit code 2).
+#[cfg(feature = "linux")]
 pub(crate) fn usage(e: impl std::fmt::Display) -> RunError {
     RunError::Usage(e.to_string())
 }
@@ -251,8 +251,8 @@ fn list(cpus: &[usize]) -> String {
         .unwrap_or_else(|| "none".to_string())
 }
 
-#[cfg(feature = "linux")]
 /// The CPUs a thread was seen running on, as a bitset (the placement check of every kind).
+#[cfg(feature = "linux")]
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CpusSeen {
     words: Vec<u64>,
@@ -333,8 +333,8 @@ pub struct Header {
     pub warnings: Vec<Warning>,
 }
 
-#[cfg(feature = "linux")]
 /// Whether the process may use real-time policies without asking (root or CAP_SYS_NICE).
+#[cfg(feature = "linux")]
 pub fn privileged() -> bool {
     let p = crate::system::privileges();
     p.euid == 0 || p.cap_sys_nice
@@ -352,9 +352,9 @@ pub struct ThreadSetup {
     pub downgraded: Option<String>,
 }
 
-#[cfg(feature = "linux")]
 /// Pins the calling thread to `cpu` and applies `policy` (falling back to SCHED_OTHER with a
 /// message when a privilege is missing). An error means the thread must not measure.
+#[cfg(feature = "linux")]
 pub fn setup_thread(
     cpu: usize,
     policy: &Policy,
@@ -375,8 +375,8 @@ pub fn setup_thread(
     })
 }
 
-#[cfg(feature = "linux")]
 /// The warning for a policy that was lowered, once per message.
+#[cfg(feature = "linux")]
 pub(crate) fn downgrade_warnings(setups: &[&ThreadSetup], warnings: &mut Vec<Warning>) {
     for s in setups {
         if let Some(m) = &s.downgraded {
@@ -392,8 +392,8 @@ pub fn summarize(samples: &mut [i64]) -> Option<Summary> {
     stats::summarize(samples)
 }
 
-#[cfg(feature = "linux")]
 /// An open run directory of a benchmark, from the `running` manifest to the final one.
+#[cfg(feature = "linux")]
 pub(crate) struct Session {
     dir: RunDir,
     manifest: Manifest,
@@ -515,8 +515,8 @@ impl Session {
     }
 }
 
-#[cfg(feature = "linux")]
 /// How a measurement ended, from the supervising thread's point of view.
+#[cfg(feature = "linux")]
 pub(crate) struct Ended {
     pub state: RunState,
     pub detail: String,
@@ -532,11 +532,11 @@ impl Ended {
     }
 }
 
-#[cfg(feature = "linux")]
 /// Runs `body` in a worker thread while the calling thread waits for a signal that ends a run
 /// (SIGINT, SIGTERM, SIGHUP); it sets `stop`, which the body checks between samples. They are
 /// blocked for the duration (threads the body creates inherit the mask) and unblocked afterwards
 /// unless the caller had blocked them itself.
+#[cfg(feature = "linux")]
 pub(crate) fn supervise<T: Send>(
     stop: &AtomicBool,
     body: impl FnOnce() -> T + Send,
@@ -580,9 +580,9 @@ pub(crate) fn supervise<T: Send>(
     Ok((joined?, ended))
 }
 
-#[cfg(feature = "linux")]
 /// An I/O error's reason in the kernel's words with its symbolic name, without std's
 /// "(os error N)": `ENOENT (No such file or directory)`.
+#[cfg(feature = "linux")]
 pub(crate) fn io_reason(e: &std::io::Error) -> String {
     match e.raw_os_error() {
         Some(n) => sandglass_sys::Errno(n).to_string(),
@@ -590,8 +590,8 @@ pub(crate) fn io_reason(e: &std::io::Error) -> String {
     }
 }
 
-#[cfg(feature = "linux")]
 /// Gzip-compresses `text`.
+#[cfg(feature = "linux")]
 pub(crate) fn gzip(text: &[u8]) -> Vec<u8> {
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     // Writing to a Vec cannot fail.
@@ -599,16 +599,16 @@ pub(crate) fn gzip(text: &[u8]) -> Vec<u8> {
     enc.finish().unwrap_or_default()
 }
 
-#[cfg(feature = "linux")]
 /// The current CLOCK_MONOTONIC time in nanoseconds.
+#[cfg(feature = "linux")]
 #[inline]
 pub(crate) fn now() -> u64 {
     monotonic_ns()
 }
 
-#[cfg(feature = "linux")]
 /// A stable, cheap pattern byte for message `seq` of size `size` at offset `i`, so that a
 /// stale or misplaced byte is detected.
+#[cfg(feature = "linux")]
 #[inline]
 pub(crate) fn pattern(seq: u64, size: u64, i: usize) -> u8 {
     (i as u64)
@@ -618,8 +618,8 @@ pub(crate) fn pattern(seq: u64, size: u64, i: usize) -> u8 {
         .wrapping_add((i >> 8) as u64) as u8
 }
 
-#[cfg(feature = "linux")]
 /// A run context for tests, writing runs under `base`.
+#[cfg(feature = "linux")]
 #[cfg(test)]
 pub(crate) fn test_context(base: &Path) -> RunContext {
     RunContext {
@@ -635,9 +635,9 @@ pub(crate) fn test_context(base: &Path) -> RunContext {
     }
 }
 
-#[cfg(feature = "linux")]
 /// Tells the person running the tests why one was skipped, on the real stderr (the test
 /// harness captures `eprintln!`).
+#[cfg(feature = "linux")]
 #[cfg(test)]
 pub(crate) fn skip(test: &str, reason: &str) {
     let _ = writeln!(std::io::stderr(), "skipped {test}: {reason}");

@@ -112,8 +112,8 @@ impl Default for TimerOverheadConfig {
     }
 }
 
-#[cfg(feature = "linux")]
 /// Time between two phases, for the last wakeups of one to finish before the next starts.
+#[cfg(feature = "linux")]
 const GAP_NS: u64 = 20_000_000;
 
 /// One phase: the loop's speed while the timer fired at one rate.
@@ -220,8 +220,8 @@ pub struct TimerOverheadResult {
     pub kinds: Vec<KindResult>,
 }
 
-#[cfg(feature = "linux")]
 /// One phase of the schedule: (requested rate, repetition, start, end).
+#[cfg(feature = "linux")]
 type Slot = (f64, usize, u64, u64);
 
 #[cfg(feature = "linux")]
@@ -305,8 +305,8 @@ impl Waker {
         })
     }
 
-    #[cfg(feature = "linux")]
     /// Sleeps until CLOCK_MONOTONIC reaches `at`.
+    #[cfg(feature = "linux")]
     fn wait_until(&self, at: u64) -> Result<(), TimerOverheadError> {
         loop {
             let r = match self {
@@ -395,8 +395,8 @@ struct LoopOutcome {
     error: Option<String>,
 }
 
-#[cfg(feature = "linux")]
 /// One iteration of the background loop: every word of the working set.
+#[cfg(feature = "linux")]
 #[inline]
 fn iteration(ws: &[u64]) -> u64 {
     ws.iter().fold(0u64, |a, &w| a.wrapping_add(w))
@@ -559,8 +559,8 @@ pub fn validate(config: &TimerOverheadConfig) -> Result<(), TimerOverheadError> 
     Ok(())
 }
 
-#[cfg(feature = "linux")]
 /// Runs the two-rate measurement for every timer kind and writes its run directory.
+#[cfg(feature = "linux")]
 pub fn run(
     config: &TimerOverheadConfig,
     ctx: &RunContext,

@@ -84,8 +84,8 @@ pub struct RunContext {
 }
 
 impl RunContext {
-    #[cfg(feature = "linux")]
     /// The manifest of a run just created in `dir`: state running, started now, no files yet.
+    #[cfg(feature = "linux")]
     pub fn manifest(
         &self,
         dir: &RunDir,
@@ -217,8 +217,8 @@ pub struct SinkSetup<'a> {
     pub started: SystemTime,
 }
 
-#[cfg(feature = "linux")]
 /// What one thread reported from its setup and run.
+#[cfg(feature = "linux")]
 pub struct ThreadReport {
     pub tid: i32,
     pub applied: Option<AppliedPolicy>,
@@ -230,8 +230,8 @@ pub struct ThreadReport {
     pub error: Option<String>,
 }
 
-#[cfg(feature = "linux")]
 /// Everything a run measured, before any kind-specific analysis.
+#[cfg(feature = "linux")]
 pub struct Measured {
     pub dir: RunDir,
     /// The manifest as written before the run (state `running`); [`Measured::finish`]
@@ -276,10 +276,10 @@ pub struct Measured {
     pub signals: SignalHold,
 }
 
-#[cfg(feature = "linux")]
 /// Keeps the signals that end a run (SIGINT, SIGTERM, SIGHUP) blocked until dropped, so that a signal that arrives while a run's
 /// results are written cannot end the process half-way; a signal that arrived meanwhile is
 /// taken when it is dropped (the run is over by then).
+#[cfg(feature = "linux")]
 pub struct SignalHold(Option<Box<dyn FnOnce() + Send>>);
 
 #[cfg(feature = "linux")]
@@ -375,19 +375,19 @@ impl Measured {
     }
 }
 
-#[cfg(feature = "linux")]
 /// Above this busy share, an SMT sibling of a measured CPU is reported.
+#[cfg(feature = "linux")]
 const SIBLING_BUSY: f64 = 0.05;
-#[cfg(feature = "linux")]
 /// The shortest window over which the counter's rate is measured before a run.
-const MIN_WINDOW_NS: u64 = 100_000_000;
 #[cfg(feature = "linux")]
+const MIN_WINDOW_NS: u64 = 100_000_000;
 /// How long the calibration loop runs.
+#[cfg(feature = "linux")]
 const CALIBRATION_NS: u64 = 200_000_000;
 
-#[cfg(feature = "linux")]
 /// Runs `plan` on the real operating system; `make_sink` makes the probe's sink once the run
 /// directory exists and the counter is calibrated.
+#[cfg(feature = "linux")]
 pub fn measure<S: Sink>(
     plan: &RunPlan,
     ctx: &RunContext,
@@ -397,8 +397,8 @@ pub fn measure<S: Sink>(
     measure_with(&RealHost, plan, ctx, obs, make_sink)
 }
 
-#[cfg(feature = "linux")]
 /// [`measure`] with the operating system `host`.
+#[cfg(feature = "linux")]
 pub fn measure_with<H: Host, S: Sink>(
     host: &H,
     plan: &RunPlan,
@@ -416,8 +416,8 @@ pub fn measure_with<H: Host, S: Sink>(
     }
 }
 
-#[cfg(feature = "linux")]
 /// What the first stage settled.
+#[cfg(feature = "linux")]
 pub(crate) struct Prepared<'a> {
     plan: &'a RunPlan,
     sys: SystemSnapshot,
@@ -448,8 +448,8 @@ impl Prepared<'_> {
     }
 }
 
-#[cfg(feature = "linux")]
 /// Stage 1: check the plan, place the threads, create the run directory.
+#[cfg(feature = "linux")]
 fn prepare<'a, H: Host>(
     host: &H,
     plan: &'a RunPlan,
@@ -535,8 +535,8 @@ fn prepare<'a, H: Host>(
     })
 }
 
-#[cfg(feature = "linux")]
 /// Stage 2: the settings a run holds, restored when dropped.
+#[cfg(feature = "linux")]
 pub(crate) struct Settings<'h, H: Host> {
     host: &'h H,
     caller_blocks: bool,
@@ -626,8 +626,8 @@ fn warn(obs: &mut dyn Observer, list: &mut Vec<Warning>, kind: WarningKind, msg:
     list.push(w);
 }
 
-#[cfg(feature = "linux")]
 /// What stage 3 measured.
+#[cfg(feature = "linux")]
 pub(crate) struct Calibrated {
     kind: CounterKind,
     first: Anchor,
@@ -637,8 +637,8 @@ pub(crate) struct Calibrated {
     loop_histogram: Option<LoopHistogram>,
 }
 
-#[cfg(feature = "linux")]
 /// Stage 3: the counter's rate and the gap threshold.
+#[cfg(feature = "linux")]
 fn calibrate<C: Clock + Copy + Send + 'static>(
     clock: C,
     p: &Prepared<'_>,
@@ -768,8 +768,8 @@ fn run_calibration<C: Clock + Copy + Send + 'static>(
     }
 }
 
-#[cfg(feature = "linux")]
 /// Stages 2 to 7 with counter `clock`.
+#[cfg(feature = "linux")]
 fn run<H: Host, C: Clock + Copy + Send + Sync + 'static, S: Sink>(
     host: &H,
     clock: C,
@@ -939,8 +939,8 @@ mod extras {
     }
 }
 
-#[cfg(feature = "linux")]
 /// What the supervision loop ended with.
+#[cfg(feature = "linux")]
 pub(crate) struct Supervised {
     /// The run time the loop reached.
     elapsed_ns: u64,
@@ -956,8 +956,8 @@ pub(crate) struct Supervised {
     warnings: Vec<Warning>,
 }
 
-#[cfg(feature = "linux")]
 /// What stage 7 gathered.
+#[cfg(feature = "linux")]
 pub(crate) struct Collected {
     elapsed_ns: u64,
     calibration: Calibration,
@@ -1016,9 +1016,9 @@ impl Collected {
     }
 }
 
-#[cfg(feature = "linux")]
 /// Stage 7: join the threads and drain what they left, stop loads and tracing, close the
 /// calibration, check the SMT siblings.
+#[cfg(feature = "linux")]
 #[allow(clippy::too_many_arguments)]
 fn collect<H: Host, S: Sink>(
     host: &H,
@@ -1107,9 +1107,9 @@ fn collect<H: Host, S: Sink>(
     }
 }
 
-#[cfg(feature = "linux")]
 /// Runs the loads of `plan` alone for `duration` (after its settle time), as a control for what
 /// a measurement costs them. SIGINT, SIGTERM and SIGHUP end it early, keeping what the loads did.
+#[cfg(feature = "linux")]
 pub fn run_loads_alone(
     plan: &LoadPlan,
     duration: Nanos,

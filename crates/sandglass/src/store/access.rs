@@ -49,10 +49,10 @@ impl ReadOnly {
     }
 }
 
-#[cfg(feature = "linux")]
 /// Whether this process may write the store `base` (its runs directory and catalog): root
 /// writes only into a directory (and a catalog) that root owns, anyone only where the file
 /// system and the permissions allow. A store that does not exist yet can be created.
+#[cfg(feature = "linux")]
 pub fn write_access(base: &Path) -> Result<(), ReadOnly> {
     let me = sandglass_sys::process::euid();
     let Ok(link) = std::fs::symlink_metadata(base) else {

@@ -200,9 +200,9 @@ pub const RESERVE_FILE: &str = ".reserve";
 /// far less.
 pub const RESERVE_BYTES: usize = 512 * 1024;
 
-#[cfg(feature = "linux")]
 /// Holds [`RESERVE_BYTES`] in `dir` (written, not sparse, so that the blocks are taken). On a
 /// disk that has not even that much free the run goes on without it.
+#[cfg(feature = "linux")]
 fn reserve(dir: &Path) {
     let path = dir.join(RESERVE_FILE);
     let written = std::fs::File::create(&path).and_then(|mut f| {
@@ -218,10 +218,10 @@ fn reserve(dir: &Path) {
     }
 }
 
-#[cfg(feature = "linux")]
 /// Removes the reserve of the run directory `dir`, if it has one: only a regular file with one
 /// link that this user owns, as [`reserve`] wrote it. A link or another user's file in its
 /// place is left as it is (a study resumed as root may be in a directory another user wrote).
+#[cfg(feature = "linux")]
 pub fn release_reserve(dir: &Path) {
     use std::os::unix::fs::MetadataExt;
     let path = dir.join(RESERVE_FILE);
@@ -232,8 +232,8 @@ pub fn release_reserve(dir: &Path) {
     }
 }
 
-#[cfg(feature = "linux")]
 /// An open run directory, locked against other writers for as long as any clone of it lives.
+#[cfg(feature = "linux")]
 #[derive(Clone, Debug)]
 pub struct RunDir {
     path: PathBuf,
@@ -241,10 +241,10 @@ pub struct RunDir {
     _lock: Option<std::sync::Arc<DirLock>>,
 }
 
-#[cfg(feature = "linux")]
 /// An exclusive advisory lock (`flock`) on a run or study directory, held by the process that
 /// writes it. The kernel drops it when the process ends, however it ends, so a directory that
 /// says `running` and is not locked was abandoned.
+#[cfg(feature = "linux")]
 #[derive(Debug)]
 pub struct DirLock {
     _file: std::fs::File,
@@ -265,9 +265,9 @@ impl DirLock {
     }
 }
 
-#[cfg(feature = "linux")]
 /// Takes the lock of a directory this process has just created. Another holder means another
 /// process writes there; a file system without locks leaves the directory unlocked.
+#[cfg(feature = "linux")]
 fn lock_new(path: &Path) -> Result<Option<std::sync::Arc<DirLock>>, StoreError> {
     match DirLock::try_acquire(path) {
         Ok(Some(l)) => Ok(Some(std::sync::Arc::new(l))),
@@ -276,9 +276,9 @@ fn lock_new(path: &Path) -> Result<Option<std::sync::Arc<DirLock>>, StoreError> 
     }
 }
 
-#[cfg(feature = "linux")]
 /// As root, refuses a run directory that is a link or owned by another user (checked after
 /// it was made or found: another user may have made it first, in /tmp for example).
+#[cfg(feature = "linux")]
 fn planted(p: &Path) -> Result<(), StoreError> {
     if sandglass_sys::process::euid() != 0 {
         return Ok(());
@@ -296,11 +296,11 @@ fn planted(p: &Path) -> Result<(), StoreError> {
     }
 }
 
-#[cfg(feature = "linux")]
 /// As root, what makes the directory `p` unsafe to write into: it is a symbolic link, or
 /// another user owns it (they could plant links in it while root writes). `None` for a process
 /// that is not root, for root's own directory, and when `p` cannot be read (opening it then
 /// says why).
+#[cfg(feature = "linux")]
 pub fn foreign_to_root(p: &Path) -> Option<String> {
     if sandglass_sys::process::euid() != 0 {
         return None;
@@ -464,10 +464,10 @@ fn write_atomic(dir: &Path, name: &str, data: &[u8]) -> Result<(), StoreError> {
     written.map_err(err)
 }
 
-#[cfg(feature = "linux")]
 /// The files a run of `kind` writes as it goes, with their formats and descriptions: the
 /// tables' segments and the appended files. A run that ends without listing its files (a full
 /// disk, a killed process) gets them listed from this.
+#[cfg(feature = "linux")]
 fn streamed_file(kind: &crate::RunKind, name: &str) -> Option<(String, String)> {
     for t in table::tables::of_kind(kind) {
         if t.segment_index(name).is_some() {
@@ -498,10 +498,10 @@ pub const TOTALS_LOG: &str = "totals.hlog";
 /// What `totals.hlog` holds.
 pub const TOTALS_DESCRIPTION: &str = "HdrHistogram interval log (V2 compressed, values in ns): per CPU, the whole-run histograms recorded by the measuring threads";
 
-#[cfg(feature = "linux")]
 /// Makes what a run wrote readable after it ended without closing its files: closes its
 /// partial Parquet segments after their last complete row group ([`table::recover`]) and lists
 /// every data file it streamed, with its size and SHA-256 as it is now.
+#[cfg(feature = "linux")]
 pub fn recover_run(dir: &Path) -> Result<Vec<FileEntry>, StoreError> {
     release_reserve(dir);
     table::recover(dir)?;
@@ -537,8 +537,8 @@ pub fn recover_run(dir: &Path) -> Result<Vec<FileEntry>, StoreError> {
     Ok(files)
 }
 
-#[cfg(feature = "linux")]
 /// The size and SHA-256 of the file at `path`, read in pieces.
+#[cfg(feature = "linux")]
 fn hash_file(path: &Path) -> std::io::Result<(u64, String)> {
     use std::io::Read;
     let mut f = std::fs::File::open(path)?;
@@ -559,12 +559,12 @@ fn hash_file(path: &Path) -> std::io::Result<(u64, String)> {
     Ok((n, sha256_hex_of(hasher)))
 }
 
-#[cfg(feature = "linux")]
 /// Marks the run directory `dir` `incomplete` when its manifest says `running` and no process
 /// holds its lock (its writer was killed or crashed, or the machine stopped). Returns true when
 /// it was marked; false when the run is finished, still being written, or on a file system
 /// without locks (where a live run cannot be told from a dead one). Whatever the directory
 /// holds is kept as it is; the files the manifest lists stay listed.
+#[cfg(feature = "linux")]
 pub fn mark_abandoned(dir: &Path) -> Result<bool, StoreError> {
     let write_err = |source| StoreError::Write {
         path: dir.join("manifest.json"),

@@ -282,9 +282,9 @@ fn check_scale(scale: f64) -> Result<(), StudyError> {
     Ok(())
 }
 
-#[cfg(feature = "linux")]
 /// Writes `study.json`; a study in a final state first frees the space its directory held back
 /// for its last files ([`store::RESERVE_FILE`]), as a run's final manifest does.
+#[cfg(feature = "linux")]
 fn write_state(dir: &Path, record: &StudyRecord) -> Result<(), StudyError> {
     if record.state != StudyState::Running {
         store::release_reserve(dir);
@@ -334,13 +334,13 @@ pub fn read_state(dir: &Path) -> Result<StudyRecord, StudyError> {
     Ok(record)
 }
 
-#[cfg(feature = "linux")]
 /// Marks the study in `dir` `incomplete` when `study.json` says `running` and no process holds
 /// the directory's lock (the study's process was killed or crashed, or the machine stopped):
 /// the cell it was running becomes `interrupted`, that cell's run `incomplete`
 /// ([`store::mark_abandoned`]), and `--resume` continues from there. Returns true when it was
 /// marked; false when the study is not running, is still being run, or the file system has no
 /// locks.
+#[cfg(feature = "linux")]
 pub fn mark_abandoned(dir: &Path) -> Result<bool, StudyError> {
     match read_state(dir) {
         Ok(r) if r.state == StudyState::Running => {}
@@ -360,8 +360,8 @@ pub fn mark_abandoned(dir: &Path) -> Result<bool, StudyError> {
     Ok(true)
 }
 
-#[cfg(feature = "linux")]
 /// Marks a study whose lock this process holds and whose state says running.
+#[cfg(feature = "linux")]
 fn mark_locked(dir: &Path, record: &mut StudyRecord) -> Result<(), StudyError> {
     let now = store::now_rfc3339();
     let total = record.cells.len();
@@ -418,9 +418,9 @@ pub fn outcome(dir: &Path) -> Result<StudyOutcome, StudyError> {
     })
 }
 
-#[cfg(feature = "linux")]
 /// The most recent study directory under `base` that is not completed, for `--resume` without
 /// a directory.
+#[cfg(feature = "linux")]
 pub fn latest_unfinished(base: &Path) -> Result<PathBuf, StudyError> {
     let entries = std::fs::read_dir(base).map_err(|e| {
         StudyError::Usage(format!(
@@ -447,8 +447,8 @@ pub fn latest_unfinished(base: &Path) -> Result<PathBuf, StudyError> {
     })
 }
 
-#[cfg(feature = "linux")]
 /// Runs `study` from its first cell.
+#[cfg(feature = "linux")]
 pub fn run(
     study: &Study,
     options: &StudyOptions,
@@ -504,9 +504,9 @@ pub fn run(
     drive(study, dir.path().to_path_buf(), record, ctx, obs)
 }
 
-#[cfg(feature = "linux")]
 /// Continues the study in `dir` with every cell that is not completed. `scale`, when given,
 /// must match the scale the study started with.
+#[cfg(feature = "linux")]
 pub fn resume(
     dir: &Path,
     scale: Option<f64>,
@@ -573,8 +573,8 @@ pub fn resume(
     drive(&study, dir.to_path_buf(), record, ctx, obs)
 }
 
-#[cfg(feature = "linux")]
 /// Forwards a cell's warnings once per study, and collects them for the cell's record.
+#[cfg(feature = "linux")]
 struct CellObserver<'a> {
     inner: &'a mut dyn StudyObserver,
     seen: &'a mut BTreeSet<String>,
@@ -783,8 +783,8 @@ fn drive_blocked(
     write_state(dir, record)
 }
 
-#[cfg(feature = "linux")]
 /// What one cell produced.
+#[cfg(feature = "linux")]
 struct CellOutcome {
     state: RunState,
     detail: String,
@@ -793,8 +793,8 @@ struct CellOutcome {
     cause: Option<String>,
 }
 
-#[cfg(feature = "linux")]
 /// The CPUs a measure names: `all` for every CPU this process may use.
+#[cfg(feature = "linux")]
 fn measure_cpus(m: &Measure) -> Option<CpuList> {
     match m.cpus.as_deref() {
         None => None,
@@ -803,8 +803,8 @@ fn measure_cpus(m: &Measure) -> Option<CpuList> {
     }
 }
 
-#[cfg(feature = "linux")]
 /// The load plan of a cell.
+#[cfg(feature = "linux")]
 fn load_plan(study: &Study, cell: &Cell, scale: f64) -> Result<LoadPlan, load::LoadError> {
     match cell.load {
         None => Ok(LoadPlan::default()),
@@ -837,14 +837,14 @@ fn usage_pattern(study: &Study) -> worst_case::UsagePattern {
         })
 }
 
-#[cfg(feature = "linux")]
 /// Per-CPU buffer of a cell's kernel events: a cell that measures every CPU reads them after
 /// its run, so the buffer holds the whole cell.
+#[cfg(feature = "linux")]
 const CELL_TRACE_BUFFER_KB: u64 = 32_768;
 
-#[cfg(feature = "linux")]
 /// Whether timer and noise cells record kernel events: `[study] trace` (`auto` unless `off`)
 /// and whether this process can. Says which, and why not.
+#[cfg(feature = "linux")]
 fn cell_trace(study: &Study, obs: &mut dyn StudyObserver) -> Option<TraceOptions> {
     if study.file.study.trace.as_deref() == Some("off") {
         obs.note("kernel events: not recorded ([study] trace = \"off\")");
@@ -1007,9 +1007,9 @@ fn run_cell(
     }
 }
 
-#[cfg(feature = "linux")]
 /// A `load` cell: the loads alone for the duration, their throughput recorded in a run
 /// directory of kind `load` (a control for what a measurement costs the load).
+#[cfg(feature = "linux")]
 fn run_load_alone(
     cell_dir: &Path,
     plan: &LoadPlan,
