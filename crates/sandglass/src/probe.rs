@@ -4,9 +4,10 @@
 //! and the key figures the catalog keeps from a stored result. The compiler tells a new probe
 //! what it must provide, and [`crate::registry`] lists them: one line per probe.
 //!
-//! Key figures are declared by the run's kind ([`RunKind::key_figures`]: key, label, unit and
-//! how CPUs combine); a probe only says what each CPU (or the run) measured, and [`Figures`]
-//! combines the CPUs' values as the declaration says.
+//! Each probe declares its key figures ([`Probe::FIGURES`]: key, label, unit and how CPUs
+//! combine; [`RunKind::key_figures`] finds them by kind); reading a stored result, it only says
+//! what each CPU (or the run) measured, and [`Figures`] combines the CPUs' values as the
+//! declaration says.
 
 use crate::kind::{KeyFigure, OverCpus};
 #[cfg(feature = "linux")]
@@ -50,10 +51,10 @@ pub struct Figures {
 }
 
 impl Figures {
-    /// No figures yet, for a run of `kind`.
-    pub fn new(kind: &RunKind) -> Figures {
+    /// No figures yet, for a run whose kind declares `declared` ([`Probe::FIGURES`]).
+    pub fn new(declared: &'static [KeyFigure]) -> Figures {
         Figures {
-            declared: kind.key_figures(),
+            declared,
             values: Vec::new(),
             texts: Vec::new(),
         }

@@ -65,7 +65,7 @@ impl RunKind {
 /// figure the summary does not have is left out; a run that no probe wrote has only its load
 /// profile.
 pub fn figures(kind: &RunKind, summary: &Value, loads: &Value) -> Map<String, Value> {
-    let mut f = Figures::new(kind);
+    let mut f = Figures::new(kind.key_figures());
     if let Some(p) = probe_of(kind) {
         (p.read)(summary, &mut f);
     }
