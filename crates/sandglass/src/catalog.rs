@@ -5,7 +5,7 @@
 //! ([`Catalog::rebuild`]). It holds one row per run directory and per study directory: the id,
 //! the absolute path, the kind, the state, the start and end times, the host and kernel from
 //! the system snapshot, the command line, the parent study of a study's cells, and a few key
-//! figures per kind as a JSON object ([`figures`]).
+//! figures per kind as a JSON object ([`crate::registry::figures`]).
 //!
 //! Nothing enters the catalog unverified. A run is read only through [`RunReader`], and every
 //! file its manifest lists is checked against the recorded size and SHA-256 before the row is
@@ -262,7 +262,7 @@ pub struct Entry {
     pub command_line: Vec<String>,
     /// The study a cell belongs to.
     pub study: Option<String>,
-    /// Key figures of the kind ([`figures`]).
+    /// Key figures of the kind ([`crate::registry::figures`]).
     pub figures: Map<String, Value>,
     /// The sandglass version that wrote the run.
     pub tool_version: String,
