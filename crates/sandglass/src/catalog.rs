@@ -262,7 +262,7 @@ pub struct Entry {
     pub command_line: Vec<String>,
     /// The study a cell belongs to.
     pub study: Option<String>,
-    /// Key figures of the kind ([`crate::registry::figures`]).
+    /// The run's key figures by key, as its kind declares them.
     pub figures: Map<String, Value>,
     /// The sandglass version that wrote the run.
     pub tool_version: String,
