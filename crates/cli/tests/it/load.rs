@@ -217,10 +217,13 @@ fn group_ends(pgid: u32) -> bool {
     false
 }
 
-fn spawn_load(profile: &str) -> std::process::Child {
+/// Starts `sandglass load PROFILE -d 60s --json` with its runtime directory (the record of its
+/// loads) in `runtime`.
+fn spawn_load(profile: &str, runtime: &std::path::Path) -> std::process::Child {
     std::process::Command::new(assert_cmd::cargo::cargo_bin("sandglass"))
         .args(["load", profile, "-d", "60s", "--json"])
         .env("TMPDIR", std::env::temp_dir())
+        .env("SANDGLASS_RUNTIME_DIR", runtime)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -231,12 +234,13 @@ fn spawn_load(profile: &str) -> std::process::Child {
 #[test]
 fn sigint_sigterm_and_sighup_end_the_run_early_with_a_report() {
     let _machine = common::lock();
+    let runtime = tempfile::tempdir().unwrap();
     for (signo, name) in [
         (sandglass_sys::signal::SIGINT, "SIGINT"),
         (sandglass_sys::signal::SIGTERM, "SIGTERM"),
         (sandglass_sys::signal::SIGHUP, "SIGHUP"),
     ] {
-        let child = spawn_load("cpu+cmd:sleep 100");
+        let child = spawn_load("cpu+cmd:sleep 100", runtime.path());
         let pid = child.id();
         let group = wait_for_child(pid);
         std::thread::sleep(Duration::from_millis(300));
@@ -266,9 +270,14 @@ fn sigint_sigterm_and_sighup_end_the_run_early_with_a_report() {
     }
 }
 
+/// Regression: the killed run's record of its load was in the default runtime directory, where
+/// another test's command, started meanwhile, found it and added a note line to its one error
+/// line. The killed run has a runtime directory of its own, and the next start there says what
+/// it ended.
 #[test]
 fn a_command_dies_with_sandglass_even_on_sigkill() {
-    let mut child = spawn_load("cmd:sleep 100; sleep 100");
+    let runtime = tempfile::tempdir().unwrap();
+    let mut child = spawn_load("cmd:sleep 100; sleep 100", runtime.path());
     let pid = child.id();
     let group = wait_for_child(pid);
     // The shell's own child, which only the group's guardian can end.
@@ -280,4 +289,16 @@ fn a_command_dies_with_sandglass_even_on_sigkill() {
     sandglass_sys::signal::send_to_process(pid as i32, sandglass_sys::child::SIGKILL).unwrap();
     let _ = child.wait().unwrap();
     assert!(group_ends(group), "the command's group outlived sandglass");
+    let next = sandglass()
+        .args(["load", "cmd:true", "-d", "100ms"])
+        .env("SANDGLASS_RUNTIME_DIR", runtime.path())
+        .output()
+        .unwrap();
+    let note = String::from_utf8_lossy(&next.stderr);
+    assert!(
+        note.contains(&format!(
+            "sandglass process {pid} was killed before it could stop its load"
+        )),
+        "the next start said nothing of the killed run's load: {note}"
+    );
 }
