@@ -56,7 +56,7 @@ pub struct CopyArgs {
     #[arg(long)]
     pub sizes: Option<String>,
     /// CPU to copy on (default: the highest CPU this process may use)
-    #[arg(long)]
+    #[arg(short = 'c', long = "cpus", visible_alias = "cpu", value_name = "CPU")]
     pub cpu: Option<usize>,
     /// Time spent on each (size, alignment) cell
     #[arg(long, default_value = "100ms")]
@@ -82,7 +82,7 @@ pub struct IpcArgs {
     pub placement: sandglass::microbench::Placement,
     /// The client's CPU, then the server's for cross-cpu, such as 1 or 0,1 (default: the
     /// highest CPUs this process may use)
-    #[arg(long)]
+    #[arg(short = 'c', long)]
     pub cpus: Option<String>,
     /// Scheduling policy of both sides: o:NICE, b, i, f:PRIO or r:PRIO
     #[arg(short = 'P', long, default_value = "o:0", allow_hyphen_values = true)]
@@ -111,7 +111,7 @@ pub struct CtxswArgs {
     #[arg(long, default_value_t = 2)]
     pub ring: usize,
     /// CPU of the ring (default: the highest CPU this process may use)
-    #[arg(long)]
+    #[arg(short = 'c', long = "cpus", visible_alias = "cpu", value_name = "CPU")]
     pub cpu: Option<usize>,
     /// Scheduling policy of the members: o:NICE, b, i, f:PRIO or r:PRIO
     #[arg(short = 'P', long, default_value = "o:0", allow_hyphen_values = true)]
@@ -147,7 +147,7 @@ pub struct FileArgs {
     #[arg(long)]
     pub no_freetime: bool,
     /// CPU of the reading thread (default: the highest CPU this process may use)
-    #[arg(long)]
+    #[arg(short = 'c', long = "cpus", visible_alias = "cpu", value_name = "CPU")]
     pub cpu: Option<usize>,
 }
 
@@ -167,7 +167,7 @@ pub struct TimerOverheadArgs {
     #[arg(long, default_value_t = 3)]
     pub repeat: usize,
     /// CPU of the loop and the timer (default: the highest CPU this process may use)
-    #[arg(long)]
+    #[arg(short = 'c', long = "cpus", visible_alias = "cpu", value_name = "CPU")]
     pub cpu: Option<usize>,
     /// Bytes the background loop reads per iteration
     #[arg(long, default_value = "64K")]

@@ -8,7 +8,7 @@ use std::io::{self, Write};
 #[derive(Args)]
 pub struct CalibrateArgs {
     /// CPU to measure on (default: the highest-numbered CPU this process may use)
-    #[arg(long)]
+    #[arg(short = 'c', long = "cpus", visible_alias = "cpu", value_name = "CPU")]
     pub cpu: Option<usize>,
     /// How long to run each loop
     #[arg(short, long, default_value = "2s")]

@@ -90,7 +90,7 @@ fn examples_of(top: &str) -> &'static [Example] {
             ex!("sandglass compare BASELINE NEW", "figures side by side, regressions marked"),
             ex!("sandglass compare BASELINE NEW --fail-above p99.99=200us --fail-regression 20%", "a gate for CI"),
         ],
-        "calibrate" => &[ex!("sandglass calibrate --cpu 1 -d 2s", "the counter and the polling loop on CPU 1")],
+        "calibrate" => &[ex!("sandglass calibrate -c 1 -d 2s", "the counter and the polling loop on CPU 1")],
         "schema" => &[ex!("sandglass schema timer", "the JSON Schema of `timer --json`")],
         "sysinfo" => &[ex!("sandglass sysinfo --json", "the system snapshot every run records")],
         "man" => &[
