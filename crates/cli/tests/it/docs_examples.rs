@@ -17,9 +17,10 @@
 //!
 //! A command passes when it exits 0 (or, for a `compare` with a gate, 2: a gate crossed). A
 //! block preceded by `<!-- not run: REASON -->` is skipped with its reason. The examples set
-//! real-time priorities, so the tests run as root and skip otherwise. Two tests run them, the
-//! guide's and the other documents', each with fixtures of its own, beside each other: they
-//! assert only exit codes, so they share the machine ([`common::share`]).
+//! real-time priorities, so the tests run as root and skip otherwise. Four tests run them (the
+//! guide in two halves, README.md with docs/studies.md, the other documents: [`Part`]), each with
+//! fixtures of its own, beside each other: they assert only exit codes, so they share the
+//! machine ([`common::share`]).
 
 use crate::common;
 
@@ -467,22 +468,65 @@ fn repeats_alike(cmd: &str) -> bool {
         })
 }
 
-/// The guide's examples: the longest document, run beside [`the_other_documents_commands_run_as_written`].
-#[test]
-fn the_guides_commands_run_as_written() {
-    run_documents(|doc| doc == "docs/guide.md");
+/// The four tests that run the examples, beside each other: the guide (the longest document) in
+/// two halves, README.md with docs/studies.md, and the other documents.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Part {
+    /// The guide up to its section on cost microbenchmarks.
+    GuideFirst,
+    /// The guide from its section on cost microbenchmarks on.
+    GuideRest,
+    ReadmeAndStudies,
+    Others,
 }
 
-/// The examples of README.md and of every document but the guide.
+/// The guide's heading where [`Part::GuideRest`] begins.
+const GUIDE_SPLIT: &str = "## Cost microbenchmarks";
+
+/// Which test runs the example at `line` of `doc` (its path from the repository's root): every
+/// example is in exactly one part.
+fn part(doc: &str, line: usize, root: &Path) -> Part {
+    match doc {
+        "docs/guide.md" => {
+            let text = std::fs::read_to_string(root.join(doc)).unwrap();
+            let split = text
+                .lines()
+                .position(|l| l.trim() == GUIDE_SPLIT)
+                .unwrap_or_else(|| panic!("docs/guide.md has no heading {GUIDE_SPLIT:?}"));
+            if line <= split {
+                Part::GuideFirst
+            } else {
+                Part::GuideRest
+            }
+        }
+        "README.md" | "docs/studies.md" => Part::ReadmeAndStudies,
+        _ => Part::Others,
+    }
+}
+
+#[test]
+fn the_guides_first_commands_run_as_written() {
+    run_documents(Part::GuideFirst);
+}
+
+#[test]
+fn the_guides_other_commands_run_as_written() {
+    run_documents(Part::GuideRest);
+}
+
+#[test]
+fn the_readmes_and_studies_commands_run_as_written() {
+    run_documents(Part::ReadmeAndStudies);
+}
+
 #[test]
 fn the_other_documents_commands_run_as_written() {
-    run_documents(|doc| doc != "docs/guide.md");
+    run_documents(Part::Others);
 }
 
-/// Runs the examples of the documents `chosen` picks (by their path from the repository's
-/// root), with fixtures of their own: two such tests share the machine ([`common::share`]),
-/// since they assert only exit codes.
-fn run_documents(chosen: impl Fn(&str) -> bool) {
+/// Runs the examples of one [`Part`], with fixtures of its own: the four such tests share the
+/// machine ([`common::share`]), since they assert only exit codes.
+fn run_documents(chosen: Part) {
     let _machine = common::share();
     if !common::is_root() {
         common::skip(
@@ -500,12 +544,16 @@ fn run_documents(chosen: impl Fn(&str) -> bool) {
     // Where each command that [`repeats_alike`] first ran and passed.
     let mut passed: HashMap<String, String> = HashMap::new();
     for doc in documents(&root) {
-        if !chosen(&doc.strip_prefix(&root).unwrap().display().to_string()) {
-            continue;
-        }
+        let name = doc.strip_prefix(&root).unwrap().display().to_string();
         let (list, skipped) = examples(&doc, &root);
-        for s in skipped {
-            eprintln!("not run: {s}");
+        let list: Vec<Example> = list
+            .into_iter()
+            .filter(|e| part(&name, e.line, &root) == chosen)
+            .collect();
+        if part(&name, 1, &root) == chosen {
+            for s in skipped {
+                eprintln!("not run: {s}");
+            }
         }
         if list.is_empty() {
             continue;
@@ -568,6 +616,25 @@ fn examples_are_found_and_adapted() {
         .map(|doc| examples(doc, &root).0.len())
         .sum();
     assert!(count > 40, "found only {count} examples");
+    // Each of the four tests has examples to run.
+    for p in [
+        Part::GuideFirst,
+        Part::GuideRest,
+        Part::ReadmeAndStudies,
+        Part::Others,
+    ] {
+        let n: usize = documents(&root)
+            .iter()
+            .map(|doc| {
+                let name = doc.strip_prefix(&root).unwrap().display().to_string();
+                let list = examples(doc, &root).0;
+                list.iter()
+                    .filter(|e| part(&name, e.line, &root) == p)
+                    .count()
+            })
+            .sum();
+        assert!(n > 5, "{p:?} has only {n} examples");
+    }
     let (list, _) = examples(&root.join("README.md"), &root);
     assert!(list.iter().any(|e| e.command == "sandglass study quick"));
     // The comparison table's commands run too.

@@ -6,7 +6,7 @@
 //! none of them asserts a speed.
 
 use crate::common;
-use common::{lock, Guarded};
+use common::{lock, share, Guarded};
 
 use assert_cmd::Command;
 use std::io::{BufRead, BufReader};
@@ -226,13 +226,18 @@ fn cell_states(dir: &Path) -> Vec<String> {
 
 #[test]
 fn a_study_stopped_in_its_third_cell_resumes_with_what_is_left() {
-    let _g = lock();
+    // What it asserts (which cells completed, the states, the refusal, the resumed cells) is
+    // the same under any load: the signal comes 0.7 s into a 1.5 s cell. It shares the
+    // machine, with CPU locks of its own.
+    let _g = share();
     let tmp = tempfile::tempdir().unwrap();
     let file = tmp.path().join("five.toml");
     std::fs::write(&file, FIVE).unwrap();
     let dir = tmp.path().join("study");
+    let runtime = tmp.path().join("runtime");
     let mut child = std::process::Command::new(bin())
         .args(["study", file.to_str().unwrap(), "-o", dir.to_str().unwrap()])
+        .env("SANDGLASS_RUNTIME_DIR", &runtime)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -305,6 +310,7 @@ fn a_study_stopped_in_its_third_cell_resumes_with_what_is_left() {
         .expect("nobody holds the study");
     let out = sandglass()
         .args(["study", "--resume", dir.to_str().unwrap()])
+        .env("SANDGLASS_RUNTIME_DIR", &runtime)
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -318,6 +324,7 @@ fn a_study_stopped_in_its_third_cell_resumes_with_what_is_left() {
 
     let out = sandglass()
         .args(["study", "--resume", dir.to_str().unwrap()])
+        .env("SANDGLASS_RUNTIME_DIR", &runtime)
         .guarded_output();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -352,6 +359,7 @@ fn a_study_stopped_in_its_third_cell_resumes_with_what_is_left() {
     // Nothing is left to resume.
     let out = sandglass()
         .args(["study", "--resume", dir.to_str().unwrap()])
+        .env("SANDGLASS_RUNTIME_DIR", &runtime)
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
@@ -391,7 +399,14 @@ fn gone(marker: &str, limit: Duration) -> bool {
     false
 }
 
-fn spawn_timer(args: &[&str], marker_cmd: &str, env: Option<(&str, &str)>) -> std::process::Child {
+/// Starts a timer run beside `cpu+timers` and the command load `marker_cmd`, with its CPU locks
+/// and load records in `runtime`.
+fn spawn_timer(
+    args: &[&str],
+    marker_cmd: &str,
+    env: Option<(&str, &str)>,
+    runtime: &std::path::Path,
+) -> std::process::Child {
     let mut c = std::process::Command::new(bin());
     c.args([
         "timer",
@@ -409,6 +424,7 @@ fn spawn_timer(args: &[&str], marker_cmd: &str, env: Option<(&str, &str)>) -> st
         "SANDGLASS_RUNS_DIR",
         std::env::temp_dir().join("sandglass-test-runs"),
     )
+    .env("SANDGLASS_RUNTIME_DIR", runtime)
     .stdout(Stdio::piped())
     .stderr(Stdio::piped());
     if let Some((k, v)) = env {
@@ -433,10 +449,12 @@ fn wait_for(marker: &str) {
 #[test]
 fn no_load_outlives_its_measurement() {
     let _g = lock();
+    let runtime = tempfile::tempdir().unwrap();
+    let runtime = runtime.path();
     // 1. A normal end (3 s, so that the load runs long enough to be seen by a test that a
     // busy machine schedules late).
     let marker = "86399.125";
-    let child = spawn_timer(&["-d", "3s"], &format!("sleep {marker}"), None);
+    let child = spawn_timer(&["-d", "3s"], &format!("sleep {marker}"), None, runtime);
     wait_for(marker);
     let out = child.wait_with_output().unwrap();
     assert_eq!(
@@ -454,7 +472,7 @@ fn no_load_outlives_its_measurement() {
 
     // 2. SIGINT in the middle of the measurement.
     let marker = "86399.25";
-    let child = spawn_timer(&["-d", "60s"], &format!("sleep {marker}"), None);
+    let child = spawn_timer(&["-d", "60s"], &format!("sleep {marker}"), None, runtime);
     wait_for(marker);
     std::thread::sleep(Duration::from_millis(800));
     sandglass_sys::signal::send_to_process(child.id() as i32, sandglass_sys::signal::SIGINT)
@@ -470,6 +488,7 @@ fn no_load_outlives_its_measurement() {
         &["-d", "1s"],
         &format!("sleep {marker}"),
         Some(("SANDGLASS_FAULT", "stuck-thread=0")),
+        runtime,
     );
     wait_for(marker);
     let out = child.wait_with_output().unwrap();
@@ -495,6 +514,7 @@ fn no_load_outlives_its_measurement() {
     let mut child = std::process::Command::new(bin())
         .args(["study", file.to_str().unwrap(), "-o"])
         .arg(tmp.path().join("study"))
+        .env("SANDGLASS_RUNTIME_DIR", runtime)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
