@@ -13,9 +13,14 @@
 #                                              # docs/report-timer.png and docs/report-study.png
 #   bash tests/render.sh --html FILE KIND ...  # check the given pages only (the option may be
 #                                              # repeated; KIND: timer, noise, hourglass, study)
+#   bash tests/render.sh --pages-to DIR        # make the runs and their pages (DIR/T.html,
+#                                              # N.html, H.html, S.html) and check nothing
 #
 # The runs are made with a release build, or with the binary SANDGLASS_BIN names (CI uses the
-# test build's: the pages are the same).
+# test build's: the pages are the same). With SANDGLASS_TEST_MACHINE_LOCK=FILE they are made
+# holding FILE shared (flock), as the command's tests that share the machine hold it (.ci/run
+# makes the pages beside the tests, and checks them once the tests that share the machine are
+# done).
 #
 # Chromium is Debian's `chromium`, installed when missing if this runs as root with apt-get;
 # otherwise the check is skipped with a printed reason (exit 0). Exits 1 if any page fails,
@@ -23,16 +28,18 @@
 set -euo pipefail
 
 usage() {
-    sed -n '9,15p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '9,17p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
 update_docs=0
+pages_to=""
 pages=() # FILE KIND pairs
 while [ $# -gt 0 ]; do
     case $1 in
     --update-docs) update_docs=1; shift ;;
     --html) [ $# -ge 3 ] || usage; pages+=("$(realpath -m "$2")" "$3"); shift 3 ;;
+    --pages-to) [ $# -ge 2 ] || usage; pages_to=$(realpath -m "$2"); shift 2 ;;
     *) usage ;;
     esac
 done
@@ -40,10 +47,16 @@ if [ "$update_docs" = 1 ] && [ ${#pages[@]} -gt 0 ]; then
     echo "--update-docs makes its own runs: it cannot be combined with --html" >&2
     exit 2
 fi
+if [ -n "$pages_to" ] && { [ "$update_docs" = 1 ] || [ ${#pages[@]} -gt 0 ]; }; then
+    echo "--pages-to only makes pages: it cannot be combined with --html or --update-docs" >&2
+    exit 2
+fi
 cd "$(dirname "$0")/.."
 
 find_chromium() { command -v chromium || command -v chromium-browser; }
-if ! chrome=$(find_chromium); then
+if [ -n "$pages_to" ]; then
+    chrome=""
+elif ! chrome=$(find_chromium); then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
         echo "installing chromium"
         timeout 600 apt-get update -qq
@@ -54,7 +67,7 @@ if ! chrome=$(find_chromium); then
         exit 0
     fi
 fi
-echo "using $(timeout 60 "$chrome" --version 2>/dev/null) ($chrome)"
+[ -z "$chrome" ] || echo "using $(timeout 60 "$chrome" --version 2>/dev/null) ($chrome)"
 
 tmp=$(mktemp -d /tmp/sandglass-render.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
@@ -107,7 +120,7 @@ check() { # HTML KIND : render and check one page; a failure is recorded, not fa
         "$base.dom.html" "$base-1280.png" "$base-390.png" || failed+=("$html")
 }
 
-timeout 60 python3 tests/render_check.py selftest
+[ -n "$pages_to" ] || timeout 60 python3 tests/render_check.py selftest
 
 if [ ${#pages[@]} -eq 0 ]; then
     start=$SECONDS
@@ -117,7 +130,11 @@ if [ ${#pages[@]} -eq 0 ]; then
         timeout 2400 cargo build --release --locked -q
         bin=$PWD/target/release/sandglass
     fi
-    export SANDGLASS_RUNS_DIR="$tmp/runs"
+    export SANDGLASS_RUNS_DIR="$tmp/runs" SANDGLASS_RUNTIME_DIR="$tmp/runtime"
+    if [ -n "${SANDGLASS_TEST_MACHINE_LOCK:-}" ]; then
+        exec {machine}<"$SANDGLASS_TEST_MACHINE_LOCK"
+        flock -s "$machine"
+    fi
     prio=f:50 timer_duration=3s study_scale=0.05
     [ "$(id -u)" = 0 ] || prio=NORMAL # a real-time priority needs root
     [ "$update_docs" = 0 ] || timer_duration=10s study_scale=0.25
@@ -136,7 +153,14 @@ if [ ${#pages[@]} -eq 0 ]; then
     run N noise -d 3s
     run H hourglass -n 2 -d 2s -t 1 -w PERIODIC 2ms 10ms -p "$prio"
     run S study quick --duration-scale "$study_scale"
+    [ -z "${machine:-}" ] || exec {machine}<&-
     echo "build and runs took $((SECONDS - start)) s"
+    if [ -n "$pages_to" ]; then
+        mkdir -p "$pages_to"
+        cp "$tmp/T.html" "$tmp/N.html" "$tmp/H.html" "$tmp/S.html" "$pages_to/"
+        echo "pages made in $pages_to: T.html (timer), N.html (noise), H.html (hourglass), S.html (study)"
+        exit 0
+    fi
     pages=("$tmp/T.html" timer "$tmp/N.html" noise "$tmp/H.html" hourglass "$tmp/S.html" study)
 fi
 

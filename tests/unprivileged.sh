@@ -42,12 +42,14 @@ chown "$uid:$gid" "$home"
 trap 'rm -rf "$home"' EXIT
 
 # Every test binary with its package directory, as cargo would run it: the list .ci/run made
-# when it built them (SANDGLASS_TEST_BINARIES), or built and listed now.
+# when it built them (SANDGLASS_TEST_BINARIES), or built and listed now; the command's tests
+# first, so that its measuring tests wait for the machine beside the root pass's from the start.
 if [ -n "${SANDGLASS_TEST_BINARIES:-}" ]; then
-    mapfile -t binaries <"$SANDGLASS_TEST_BINARIES"
+    list=$(cat "$SANDGLASS_TEST_BINARIES")
 else
-    mapfile -t binaries < <(bash tests/binaries.sh 2>/dev/null)
+    list=$(bash tests/binaries.sh 2>/dev/null)
 fi
+mapfile -t binaries < <(grep -P '\tit$' <<<"$list"; grep -vP '\tit$' <<<"$list")
 if [ "${#binaries[@]}" = 0 ]; then
     echo "no test binaries were built" >&2
     exit 1
@@ -60,10 +62,11 @@ start=$(date +%s)
 for entry in "${binaries[@]}"; do
     IFS=$'\t' read -r exe dir name <<<"$entry"
     log="$home/$name.log"
-    # The command's tests mostly wait on commands or on the machine lock: more of them in
-    # flight lets those that share the machine run together.
+    # The command's tests mostly wait on commands or on the machine lock: all of them in flight
+    # at once lets the lock decide who runs, and those that share the machine run together
+    # (.ci/run says why).
     threads=2
-    [ "$name" = it ] && threads=4
+    [ "$name" = it ] && threads=$("$exe" --list | grep -c ': test$')
     # No capabilities at all, a clean environment, the user's own temporary directory.
     if (cd "$dir" && timeout 1200 setpriv --reuid "$uid" --regid "$gid" --clear-groups \
         --inh-caps=-all --bounding-set=-all --no-new-privs \
