@@ -81,6 +81,11 @@ unsafe fn write_file(path: &CString, text: &[u8]) -> bool {
 /// `cgroup.procs`), so that it and everything it starts stay there; spawning fails with the
 /// kernel's error when the move is refused.
 ///
+/// The child starts with no signal blocked and with SIGINT, SIGTERM, SIGHUP and SIGQUIT at
+/// their default actions, whatever the spawning process inherited: a process started in the
+/// background of a script, or under nohup, has some of them ignored, and an ignored signal stays
+/// ignored across exec, so that a load asked to stop with SIGINT would run on until killed.
+///
 /// Spawning fails with `ESRCH` when the spawning process was already gone by the time the child
 /// set its parent-death signal (the signal would then never come).
 pub fn isolate(cmd: &mut Command, cgroup: Option<&Path>) -> Result<Option<Warden>, Errno> {
@@ -101,8 +106,8 @@ pub fn isolate(cmd: &mut Command, cgroup: Option<&Path>) -> Result<Option<Warden
         warden_end = Some(Warden { _write_end: write });
     }
     // SAFETY: the closure runs in the child between fork and exec, where the process has a
-    // single thread and only async-signal-safe functions may be called. It calls sigprocmask
-    // (with a set prepared before the fork), open, write and close (on a path prepared before
+    // single thread and only async-signal-safe functions may be called. It calls signal (to
+    // restore default actions), sigprocmask (with a set prepared before the fork), open, write and close (on a path prepared before
     // the fork), setpgid, prctl, getppid, getpid and fork (all
     // async-signal-safe system calls) and builds
     // `io::Error` values from raw error numbers, which does not allocate. It touches no lock
@@ -111,6 +116,11 @@ pub fn isolate(cmd: &mut Command, cgroup: Option<&Path>) -> Result<Option<Warden
     // return into Rust code.
     unsafe {
         cmd.pre_exec(move || {
+            for signo in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
+                if libc::signal(signo, libc::SIG_DFL) == libc::SIG_ERR {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
             if libc::sigprocmask(libc::SIG_SETMASK, &none_blocked, std::ptr::null_mut()) == -1 {
                 return Err(std::io::Error::last_os_error());
             }
@@ -436,6 +446,26 @@ mod tests {
         })
         .join()
         .expect("thread");
+    }
+
+    #[test]
+    fn the_child_starts_with_default_actions_for_what_ends_it() {
+        // Ignored here as a script's background job or nohup would have it, and restored: SIGQUIT,
+        // which nothing else in these tests uses.
+        // SAFETY: signal() changes one disposition; the previous one is put back below.
+        let previous = unsafe { libc::signal(libc::SIGQUIT, libc::SIG_IGN) };
+        let mut cmd = Command::new("grep");
+        cmd.args(["^SigIgn:", "/proc/self/status"])
+            .stdin(Stdio::null());
+        isolate(&mut cmd, None).expect("isolate");
+        let out = cmd.output();
+        // SAFETY: as above.
+        unsafe { libc::signal(libc::SIGQUIT, previous) };
+        let out = out.expect("run grep");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mask = text.split_whitespace().nth(1).expect("SigIgn line");
+        let mask = u64::from_str_radix(mask, 16).expect("hex mask");
+        assert_eq!(mask & (1 << (libc::SIGQUIT - 1)), 0, "{text}");
     }
 
     #[test]
