@@ -70,7 +70,9 @@ use crate::plan::LoadPlan;
 use crate::policy::Policy;
 use crate::probe::{num, Figures, Probe};
 #[cfg(feature = "linux")]
-use crate::runner::{Observer, RunContext, RunError};
+use crate::runner::host::{Loads, RealHost};
+#[cfg(feature = "linux")]
+use crate::runner::{self, Observer, RunContext, RunError};
 use crate::stats::Summary;
 use crate::units::Nanos;
 #[cfg(feature = "linux")]
@@ -943,27 +945,35 @@ struct Outcome {
     loads: Vec<LoadReport>,
 }
 
-/// Starts the loads of `plan` on `cpus` (by default; a load may name its own) and lets them
-/// settle, checking `stop` every 10 ms. The counted window starts when the settle time is over.
+/// Starts the loads of `plan` on `cpus` (by default; a load may name its own) with the runner's
+/// load starter and lets them settle, checking `stop` every 10 ms. The counted window starts
+/// when the settle time is over.
 #[cfg(feature = "linux")]
 fn start_loads(
     plan: &LoadPlan,
     cpus: &[usize],
     stop: &AtomicBool,
-) -> Result<Option<load::RunningLoads>, BudgetError> {
+) -> Result<Option<Box<dyn Loads>>, BudgetError> {
     if plan.is_empty() {
         return Ok(None);
     }
-    let options = load::LoadOptions::new(cpus.to_vec());
+    let settle = |ns: u64| {
+        let until = now() + ns;
+        while now() < until && !stop.load(Ordering::Relaxed) {
+            let _ = sleep_until(ClockId::Monotonic, (now() + 10_000_000).min(until));
+        }
+        None::<()>
+    };
     // The frame thread is pinned and real-time, and threads inherit both: the loads are started
-    // from a thread of their own, on the loads' CPUs at SCHED_OTHER.
+    // (and settle) from a thread of their own, on the loads' CPUs at SCHED_OTHER.
     let started = std::thread::scope(|s| {
         std::thread::Builder::new()
             .name("sg-load-start".to_string())
             .spawn_scoped(s, || {
                 let failed = |reason: String| BudgetError::LoadStart { reason };
                 load::enter_load_thread(cpus).map_err(|e| failed(e.to_string()))?;
-                load::start(&plan.specs, &options).map_err(|e| failed(e.to_string()))
+                runner::host::start_loads(&RealHost, plan, cpus, settle)
+                    .map_err(|e| failed(e.to_string()))
             })
             .map_err(|e| BudgetError::LoadThread {
                 reason: e.to_string(),
@@ -971,13 +981,11 @@ fn start_loads(
             .join()
             .map_err(|_| BudgetError::LoadThreadPanicked)?
     });
-    let running = started?;
-    let until = now() + plan.settle_ns.0;
-    while now() < until && !stop.load(Ordering::Relaxed) {
-        let _ = sleep_until(ClockId::Monotonic, (now() + 10_000_000).min(until));
+    let running = started?.map(|s| s.loads);
+    if let Some(r) = &running {
+        r.mark();
     }
-    running.mark();
-    Ok(Some(running))
+    Ok(running)
 }
 
 #[cfg(feature = "linux")]

@@ -92,12 +92,43 @@ pub struct ThreadSetup {
     pub timer_slack_ns: Option<u64>,
 }
 
-/// Loads running beside a measurement.
-pub trait Loads {
+/// Loads running beside a measurement. Sent between threads: a caller whose own thread is
+/// real-time starts them from a thread of its own (`bench budget`).
+pub trait Loads: Send {
     /// The measured window begins: the loads' throughput counts from here.
     fn mark(&self);
     /// Stops every load and says what each achieved.
     fn stop(self: Box<Self>) -> Vec<LoadReport>;
+}
+
+/// Loads started and settled by [`start_loads`]: stopped when dropped, and `settle_ended` is
+/// what ended their settle time early, if anything did.
+pub struct Settled<T> {
+    pub loads: Box<dyn Loads>,
+    pub settle_ended: Option<T>,
+}
+
+/// Starts the loads of `plan` on `cpus` (by default; a load may name its own CPUs) and lets them
+/// settle: `settle(ns)`, called once the loads run (with 0 too: the plan may have no settle
+/// time), waits out the settle time and says what ended it early (a signal, a stop request).
+/// `None` for a plan without loads. The one load starter of the measuring commands:
+/// the runner's measurement, its loads-alone control and `bench budget` all start theirs here.
+/// The caller marks the measured window ([`Loads::mark`]) where it begins.
+pub fn start_loads<H: Host, T>(
+    host: &H,
+    plan: &LoadPlan,
+    cpus: &[usize],
+    settle: impl FnOnce(u64) -> Option<T>,
+) -> Result<Option<Settled<T>>, LoadError> {
+    if plan.is_empty() {
+        return Ok(None);
+    }
+    let loads = host.start_loads(plan, cpus)?;
+    let settle_ended = settle(plan.settle_ns.0);
+    Ok(Some(Settled {
+        loads,
+        settle_ended,
+    }))
 }
 
 /// Kernel tracing on the measured CPUs.

@@ -879,10 +879,7 @@ mod extras {
                 early_signal: None,
             };
             let plan = &p.plan.loads;
-            if !plan.is_empty() {
-                let loads = host
-                    .start_loads(plan, &p.allowed)
-                    .map_err(|e| RunError::Usage(format!("cannot start the load: {e}")))?;
+            let settled = super::host::start_loads(host, plan, &p.allowed, |ns| {
                 obs.note(&format!(
                     "loads running: {}; settling for {}",
                     plan.specs
@@ -892,10 +889,12 @@ mod extras {
                         .join(", "),
                     plan.settle_ns
                 ));
-                x.loads = Some(loads);
-                if plan.settle_ns.0 > 0 {
-                    x.early_signal = host.wait_signal(plan.settle_ns.0);
-                }
+                (ns > 0).then(|| host.wait_signal(ns)).flatten()
+            })
+            .map_err(|e| RunError::Usage(format!("cannot start the load: {e}")))?;
+            if let Some(s) = settled {
+                x.loads = Some(s.loads);
+                x.early_signal = s.settle_ended;
             }
             if let Some(opts) = &p.plan.trace {
                 let mut t = host
@@ -1129,19 +1128,27 @@ fn loads_alone_with<H: Host>(
         .block_signals()
         .map_err(|e| RunError::Failed(e.to_string()))?;
     let result = (|| {
-        let running = host
-            .start_loads(plan, &host.allowed_cpus())
-            .map_err(|e| RunError::Usage(format!("cannot start the load: {e}")))?;
-        if plan.settle_ns.0 > 0 {
-            if let Some(sig) = host.wait_signal(plan.settle_ns.0) {
-                let reports = running.stop();
+        let settled = host::start_loads(host, plan, &host.allowed_cpus(), |ns| {
+            (ns > 0).then(|| host.wait_signal(ns)).flatten()
+        })
+        .map_err(|e| RunError::Usage(format!("cannot start the load: {e}")))?;
+        let running = match settled {
+            Some(host::Settled {
+                loads,
+                settle_ended: Some(sig),
+            }) => {
                 return Ok((
                     RunState::Interrupted,
                     format!("stopped by {} while the loads settled", sig.name()),
-                    reports,
+                    loads.stop(),
                 ));
             }
-        }
+            Some(s) => s.loads,
+            // An empty plan: nothing runs, and the control still lasts its duration.
+            None => host
+                .start_loads(plan, &host.allowed_cpus())
+                .map_err(|e| RunError::Usage(format!("cannot start the load: {e}")))?,
+        };
         obs.note(&format!(
             "running the loads alone for {duration}; Ctrl-C stops early and keeps what they did"
         ));
