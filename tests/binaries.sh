@@ -4,12 +4,16 @@
 # separated by tabs. Build progress and diagnostics go to stderr.
 #
 #   bash tests/binaries.sh > target/test-binaries.tsv
+#   bash tests/binaries.sh --test it > target/test-binaries-it.tsv   # the command's tests only
 #
-# .ci/run builds once with it and runs the same binaries as root and, through
+# Arguments go to cargo: a target filter such as `--test it` builds those targets alone, with
+# the features of the whole workspace, so that a later build of every test binary reuses them
+# instead of building them again for other features. .ci/run builds the command's tests first
+# and the rest while they run, and runs the same binaries as root and, through
 # tests/unprivileged.sh, as an unprivileged user.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo test --workspace --locked --no-run --message-format=json-render-diagnostics |
+cargo test --workspace --locked --no-run --message-format=json-render-diagnostics "$@" |
     python3 -c '
 import json, sys, os
 for line in sys.stdin:

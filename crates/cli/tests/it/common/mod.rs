@@ -25,14 +25,17 @@ static LET_GO: Condvar = Condvar::new();
 pub const MACHINE_LOCK_ENV: &str = "SANDGLASS_TEST_MACHINE_LOCK";
 
 /// A file to which each test appends how long it held the machine
-/// (`SECONDS\tTEST\tUSER\tHOW`, HOW `alone` or `shared`), when it lets go: the tests that have
-/// the machine to themselves run one at a time, so their sum bounds the suite's wall time, and
-/// .ci/run prints it and the longest.
+/// (`SECONDS\tTEST\tUSER\tHOW\tTAKEN`, HOW `alone` or `shared`, TAKEN the Unix time at which it
+/// took it), when it lets go: the tests that have the machine to themselves run one at a time,
+/// so their sum bounds the suite's wall time, and .ci/run prints it, the longest, and how long
+/// no test held the machine.
 pub const LOCK_LOG_ENV: &str = "SANDGLASS_TEST_LOCK_LOG";
 
 /// Held while a test measures or loads the machine; see [`lock`] and [`share`].
 pub struct Machine {
     since: Instant,
+    /// When the lock was taken, for the log's timeline.
+    taken: std::time::SystemTime,
     alone: bool,
     _file: Option<std::fs::File>,
 }
@@ -56,7 +59,11 @@ impl Drop for Machine {
         // SAFETY: geteuid has no preconditions.
         let uid = unsafe { libc::geteuid() };
         let how = if self.alone { "alone" } else { "shared" };
-        let line = format!("{held:.1}\t{test}\t{uid}\t{how}\n");
+        let taken = self
+            .taken
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        let line = format!("{held:.1}\t{test}\t{uid}\t{how}\t{taken:.1}\n");
         // One write of a short line to a file opened for appending: lines of two processes
         // never interleave.
         if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(path) {
@@ -104,6 +111,7 @@ fn hold(alone: bool) -> Machine {
     // Made first, so that a panic below still lets go of this process's holders.
     let mut machine = Machine {
         since: Instant::now(),
+        taken: std::time::SystemTime::now(),
         alone,
         _file: None,
     };
@@ -119,6 +127,7 @@ fn hold(alone: bool) -> Machine {
         file
     });
     machine.since = Instant::now();
+    machine.taken = std::time::SystemTime::now();
     machine
 }
 
