@@ -15,14 +15,8 @@ use std::path::PathBuf;
 pub struct BenchArgs {
     #[command(subcommand)]
     pub kind: BenchKind,
-    /// Run directory (default ./sandglass-runs/<id>)
-    #[arg(short, long, global = true)]
-    pub output: Option<PathBuf>,
-    /// Print one JSON object on standard output instead of the table
-    #[arg(long, global = true)]
-    pub json: bool,
     #[command(flatten)]
-    pub quiet: crate::common::QuietFlag,
+    pub run: crate::common::RunFlags,
 }
 
 /// The benchmarks.
@@ -268,7 +262,7 @@ fn with_console<T>(f: impl FnOnce(&mut Console) -> Result<T, RunError>) -> Resul
 }
 
 pub fn bench(a: &BenchArgs) -> Result<u8, Failure> {
-    let output = a.output.clone();
+    let output = a.run.output.clone();
     let ctx = context();
     match &a.kind {
         BenchKind::Copy(c) => {
@@ -286,7 +280,7 @@ pub fn bench(a: &BenchArgs) -> Result<u8, Failure> {
             copy::validate(&config).map_err(Failure::usage)?;
             let r = with_console(|o| copy::run(&config, &ctx, o))?;
             let failed = r.cells.iter().any(|c| !c.verified);
-            emit(a.json, &r, r.header.state, failed, |w, r| {
+            emit(a.run.json, &r, r.header.state, failed, |w, r| {
                 sandglass_report::microbench::write_copy(w, r)
             })
         }
@@ -315,9 +309,13 @@ pub fn bench(a: &BenchArgs) -> Result<u8, Failure> {
             for e in &errors {
                 eprintln!("sandglass: error: {e}");
             }
-            emit(a.json, &r, r.header.state, !errors.is_empty(), |w, r| {
-                sandglass_report::microbench::write_ipc(w, r)
-            })
+            emit(
+                a.run.json,
+                &r,
+                r.header.state,
+                !errors.is_empty(),
+                |w, r| sandglass_report::microbench::write_ipc(w, r),
+            )
         }
         BenchKind::Ctxsw(c) => {
             let working_sets = c
@@ -346,7 +344,7 @@ pub fn bench(a: &BenchArgs) -> Result<u8, Failure> {
             for c in r.cells.iter().filter_map(|c| c.error.as_ref()) {
                 eprintln!("sandglass: error: {c}");
             }
-            emit(a.json, &r, r.header.state, failed, |w, r| {
+            emit(a.run.json, &r, r.header.state, failed, |w, r| {
                 sandglass_report::microbench::write_ctxsw(w, r)
             })
         }
@@ -367,7 +365,7 @@ pub fn bench(a: &BenchArgs) -> Result<u8, Failure> {
             for p in r.passes.iter().filter_map(|p| p.error.as_ref()) {
                 eprintln!("sandglass: error: {p}");
             }
-            emit(a.json, &r, r.header.state, failed, |w, r| {
+            emit(a.run.json, &r, r.header.state, failed, |w, r| {
                 sandglass_report::microbench::write_file(w, r)
             })
         }
@@ -401,7 +399,7 @@ pub fn bench(a: &BenchArgs) -> Result<u8, Failure> {
             for k in r.kinds.iter().filter_map(|k| k.error.as_ref()) {
                 eprintln!("sandglass: error: {k}");
             }
-            emit(a.json, &r, r.header.state, failed, |w, r| {
+            emit(a.run.json, &r, r.header.state, failed, |w, r| {
                 sandglass_report::microbench::write_timer_overhead(w, r)
             })
         }
@@ -421,7 +419,7 @@ pub fn bench(a: &BenchArgs) -> Result<u8, Failure> {
             };
             budget::validate(&config).map_err(Failure::usage)?;
             let r = with_console(|o| budget::run(&config, &ctx, o))?;
-            emit(a.json, &r, r.header.state, false, |w, r| {
+            emit(a.run.json, &r, r.header.state, false, |w, r| {
                 sandglass_report::microbench::write_budget(w, r)
             })
         }

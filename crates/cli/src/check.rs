@@ -63,14 +63,8 @@ pub struct CheckArgs {
     /// measures under it, then as long again without it, to show what the load costs)
     #[arg(long)]
     pub no_idle: bool,
-    /// Run directory (default ./sandglass-runs/<id>)
-    #[arg(short, long)]
-    pub output: Option<PathBuf>,
-    /// Print one JSON object (schema sandglass-check/1) instead of the text
-    #[arg(long)]
-    pub json: bool,
     #[command(flatten)]
-    pub quiet: crate::common::QuietFlag,
+    pub run: crate::common::RunFlags,
     #[command(flatten)]
     pub loads: LoadFlags,
 }
@@ -210,7 +204,7 @@ pub fn check(a: &CheckArgs) -> Result<u8, Failure> {
         interval_bin_ns: Nanos::from_micros(100),
         main_cpu: None,
         cpu_dma_latency_us: None,
-        output_dir: a.output.clone(),
+        output_dir: a.run.output.clone(),
         counter: sandglass::clock::CounterChoice::Auto,
         loads: a.loads.plan()?,
         sample_hz: sandglass::causes::DEFAULT_SAMPLE_HZ,
@@ -339,7 +333,7 @@ pub fn check(a: &CheckArgs) -> Result<u8, Failure> {
             run_dir.display()
         );
     }
-    if a.json {
+    if a.run.json {
         crate::common::print_json(&report)?;
     } else {
         crate::common::print_text(|out| sandglass_report::check::write(out, &report))?;

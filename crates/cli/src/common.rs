@@ -17,6 +17,22 @@ pub struct QuietFlag {
     pub quiet: bool,
 }
 
+/// The flags every command that records one run takes, meaning the same in each: where the run
+/// goes, JSON instead of text, and quiet. Flattened into `timer`, `noise`, `check` and `bench`
+/// (global there, so that they may follow the bench kind).
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct RunFlags {
+    /// Run directory (default ./sandglass-runs/<id>)
+    #[arg(short, long, global = true)]
+    pub output: Option<std::path::PathBuf>,
+    /// Print one JSON object on standard output instead of the text (its JSON Schema: sandglass
+    /// schema KIND)
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(flatten)]
+    pub quiet: QuietFlag,
+}
+
 /// Whether this process prints only errors and what `--json` asks for. Set once by `main`
 /// from the command's `--quiet`, before anything runs; read by every place that prints.
 static QUIET: AtomicBool = AtomicBool::new(false);

@@ -225,12 +225,12 @@ fn main() -> ExitCode {
         Err(code) => return code,
     };
     common::set_quiet(match &cli.command {
-        Command::Timer(a) => a.quiet.quiet,
-        Command::Noise(a) => a.quiet.quiet,
-        Command::Check(a) => a.quiet.quiet,
+        Command::Timer(a) => a.run.quiet.quiet,
+        Command::Noise(a) => a.run.quiet.quiet,
+        Command::Check(a) => a.run.quiet.quiet,
         Command::Study(a) => a.quiet.quiet,
         Command::Quick(a) => a.quiet.quiet,
-        Command::Bench(a) => a.quiet.quiet,
+        Command::Bench(a) => a.run.quiet.quiet,
         Command::Load(a) => a.quiet.quiet,
         Command::Monitor(a) | Command::Top(a) => a.quiet.quiet,
         Command::Hourglass { args } => hourglass::quiet(args),

@@ -3,7 +3,6 @@
 use crate::common::{cpus_arg, pm_qos_arg, policy_arg, time_arg, Failure, LoadFlags, TraceFlags};
 use clap::Args;
 use sandglass::noise::{self, NoiseConfig};
-use std::path::PathBuf;
 
 /// Options of `sandglass noise`.
 #[derive(Args)]
@@ -45,14 +44,8 @@ pub struct NoiseArgs {
     /// Allow real-time polling threads on every CPU (they could starve the machine)
     #[arg(long)]
     pub allow_rt_busy: bool,
-    /// Run directory (default ./sandglass-runs/<id>)
-    #[arg(short, long)]
-    pub output: Option<PathBuf>,
-    /// Print one JSON object on standard output instead of the table
-    #[arg(long)]
-    pub json: bool,
     #[command(flatten)]
-    pub quiet: crate::common::QuietFlag,
+    pub run: crate::common::RunFlags,
     /// What the engine reads for time: auto, tsc or raw
     #[arg(long, default_value = "auto", value_parser = crate::common::COUNTER)]
     pub counter: sandglass::clock::CounterChoice,
@@ -95,7 +88,7 @@ pub fn config(a: &NoiseArgs) -> Result<NoiseConfig, Failure> {
         main_cpu,
         allow_rt_busy: a.allow_rt_busy,
         cpu_dma_latency_us: pm_qos_arg(&a.cpu_dma_latency)?,
-        output_dir: a.output.clone(),
+        output_dir: a.run.output.clone(),
         counter: a.counter,
         loads: a.loads.plan()?,
         sample_hz: a.sample_rate,
@@ -110,7 +103,7 @@ pub fn noise(a: &NoiseArgs) -> Result<u8, Failure> {
     let c = config(a)?;
     crate::common::measure_and_print(
         "interruptions",
-        a.json,
+        a.run.json,
         a.shared_cpus,
         |ctx, console| noise::run(&c, ctx, console),
         |r| &r.run,

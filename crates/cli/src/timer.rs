@@ -5,7 +5,6 @@ use clap::Args;
 use sandglass::model::TimerKind;
 use sandglass::timer::{self, TimerConfig};
 use sandglass::units::Nanos;
-use std::path::PathBuf;
 
 /// Options of `sandglass timer`.
 #[derive(Args)]
@@ -59,14 +58,8 @@ pub struct TimerArgs {
     /// CPU for the main thread (default: the lowest CPU no measuring thread uses)
     #[arg(long)]
     pub main_cpu: Option<String>,
-    /// Run directory (default ./sandglass-runs/<id>)
-    #[arg(short, long)]
-    pub output: Option<PathBuf>,
-    /// Print one JSON object on standard output instead of the table
-    #[arg(long)]
-    pub json: bool,
     #[command(flatten)]
-    pub quiet: crate::common::QuietFlag,
+    pub run: crate::common::RunFlags,
     /// What the engine reads for time: auto, tsc or raw
     #[arg(long, default_value = "auto", value_parser = crate::common::COUNTER)]
     pub counter: sandglass::clock::CounterChoice,
@@ -108,7 +101,7 @@ pub fn config(a: &TimerArgs) -> Result<TimerConfig, Failure> {
         interval_bin_ns: time_arg("--interval-bin", &a.interval_bin)?,
         main_cpu,
         cpu_dma_latency_us: pm_qos_arg(&a.cpu_dma_latency)?,
-        output_dir: a.output.clone(),
+        output_dir: a.run.output.clone(),
         counter: a.counter,
         loads: a.loads.plan()?,
         sample_hz: a.sample_rate,
@@ -133,7 +126,7 @@ pub fn timer(a: &TimerArgs) -> Result<u8, Failure> {
     let c = config(a)?;
     crate::common::measure_and_print(
         "wakeups",
-        a.json,
+        a.run.json,
         a.shared_cpus,
         |ctx, console| timer::run(&c, ctx, console),
         |r| &r.run,

@@ -231,6 +231,58 @@ fn help_is_wrapped_and_its_examples_are_documented_commands() {
     }
 }
 
+/// The lines of `--help` that describe the option whose line starts with `flag` (such as `-o,
+/// --output` or `--json`), up to the next option.
+fn option_help(help: &str, flag: &str) -> Option<String> {
+    let mut lines = help
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with(flag));
+    let first = lines.next()?;
+    let rest: Vec<&str> = lines
+        .take_while(|l| !l.trim_start().starts_with('-') && !l.trim().is_empty())
+        .collect();
+    Some(
+        std::iter::once(first)
+            .chain(rest)
+            .collect::<Vec<_>>()
+            .join("\n"),
+    )
+}
+
+#[test]
+fn the_run_flags_mean_the_same_in_every_command_that_records_a_run() {
+    let commands: &[&[&str]] = &[
+        &["timer"],
+        &["noise"],
+        &["check"],
+        &["bench", "copy"],
+        &["bench", "ipc"],
+        &["bench", "ctxsw"],
+        &["bench", "file"],
+        &["bench", "timer-overhead"],
+        &["bench", "budget"],
+    ];
+    for flag in ["-o, --output", "--json", "-q, --quiet"] {
+        let mut first: Option<(String, String)> = None;
+        for c in commands {
+            let mut args = c.to_vec();
+            args.push("--help");
+            let help = stdout_of(&args);
+            let text = option_help(&help, flag)
+                .unwrap_or_else(|| panic!("`sandglass {}` has no {flag}", c.join(" ")));
+            match &first {
+                None => first = Some((c.join(" "), text)),
+                Some((name, seen)) => assert_eq!(
+                    &text,
+                    seen,
+                    "{flag} of `sandglass {}` differs from that of `sandglass {name}`",
+                    c.join(" ")
+                ),
+            }
+        }
+    }
+}
+
 #[test]
 fn bash_accepts_the_bash_completions() {
     let script = stdout_of(&["completions", "bash"]);
