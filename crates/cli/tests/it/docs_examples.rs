@@ -8,23 +8,23 @@
 //!
 //! - durations (`-d 60s`) become 1 s, a `hourglass` without one gets `-d 1s`, a monitor's
 //!   `--segment` becomes 2 s, and studies run with `--duration-scale 0.01`;
-//! - placeholders name real runs made first: `RUN` (a timer run), `STUDY`, `HOURGLASS_RUN`,
-//!   `BASELINE` / `baseline-run` and `NEW` / `new-run` (two timer runs), `DIR` (a copy of a run
-//!   directory outside the runs directory, or a fresh output directory), and run ids written as
-//!   `20261122-1015` (the timer run; for `runs rm`, a run made to be deleted; after `--study`,
-//!   the study);
+//! - placeholders name real runs made first: `RUN` (a timer run), `STUDY` (made when first
+//!   named), `HOURGLASS_RUN`, `BASELINE` / `baseline-run` and `NEW` / `new-run` (two timer runs),
+//!   `DIR` (a copy of a run directory outside the runs directory, or a fresh output directory),
+//!   and run ids written as `20261122-1015` (the timer run; for `runs rm`, a run made to be
+//!   deleted; after `--study`, the study);
 //! - `study --resume [DIR]` finds a study stopped by Ctrl-C, made first (in DIR when given).
 //!
 //! A command passes when it exits 0 (or, for a `compare` with a gate, 2: a gate crossed). A
 //! block preceded by `<!-- not run: REASON -->` is skipped with its reason. The examples set
-//! real-time priorities, so the tests run as root and skip otherwise. Four tests run them (the
-//! guide in two halves, README.md with docs/studies.md, the other documents: [`Part`]), each with
+//! real-time priorities, so the tests run as root and skip otherwise. Six tests run them (the
+//! guide in three parts, README.md, docs/studies.md, the other documents: [`Part`]), each with
 //! fixtures of its own, beside each other: they assert only exit codes, so they share the
 //! machine ([`common::share`]).
 
 use crate::common;
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -155,7 +155,9 @@ struct Fixtures {
     runs: PathBuf,
     timer: PathBuf,
     timer_id: String,
-    study_id: String,
+    /// Made on first use ([`Fixtures::study_id`]): few documents name a study, and a study is
+    /// the costliest fixture.
+    study: std::cell::OnceCell<String>,
     hourglass_id: String,
     baseline: PathBuf,
     baseline_id: String,
@@ -166,6 +168,22 @@ struct Fixtures {
 
 fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_sandglass"))
+}
+
+impl Fixtures {
+    /// The id of a study in the runs directory, made the first time it is asked for.
+    fn study_id(&self) -> String {
+        self.study
+            .get_or_init(|| {
+                sandglass(
+                    &self.runs,
+                    &self.runs,
+                    &["study", "quick", "--duration-scale", "0.02", "-o", "study"],
+                );
+                id_of(&self.runs.join("study"))
+            })
+            .clone()
+    }
 }
 
 /// Runs `sandglass ARGS` with the test's runs directory, failing the test when it fails.
@@ -203,7 +221,6 @@ fn fixtures(base: &Path) -> Fixtures {
     std::fs::create_dir_all(&dir).unwrap();
     let s = |args: &[&str]| sandglass(&runs, &dir, args);
     s(&["timer", "-c", "0,1", "-d", "2s", "-o", "timer-run"]);
-    s(&["study", "quick", "--duration-scale", "0.02", "-o", "study"]);
     s(&[
         "hourglass",
         "-n",
@@ -239,7 +256,7 @@ fn fixtures(base: &Path) -> Fixtures {
     );
     Fixtures {
         timer_id: id_of(&dir.join("timer-run")),
-        study_id: id_of(&dir.join("study")),
+        study: std::cell::OnceCell::new(),
         timer: dir.join("timer-run"),
         hourglass_id: id_of(&dir.join("hourglass-run")),
         baseline: dir.join("baseline-run"),
@@ -348,7 +365,7 @@ fn adapt(cmd: &str, f: &Fixtures, cwd: &Path) -> String {
                 );
                 id_of(&dir)
             } else if prev == "--study" {
-                f.study_id.clone()
+                f.study_id()
             } else {
                 f.timer_id.clone()
             }
@@ -366,7 +383,6 @@ fn adapt(cmd: &str, f: &Fixtures, cwd: &Path) -> String {
                 for (from, to) in [
                     ("RUN|STUDY", f.timer_id.clone()),
                     ("HOURGLASS_RUN", f.hourglass_id.clone()),
-                    ("STUDY", f.study_id.clone()),
                     ("BASELINE", f.baseline_id.clone()),
                     ("baseline-run", path(&f.baseline)),
                     ("NEW", f.new_id.clone()),
@@ -380,8 +396,10 @@ fn adapt(cmd: &str, f: &Fixtures, cwd: &Path) -> String {
                     s = s.replacen("RUN", &f.timer_id, 1);
                 } else if s.starts_with("RUN/") {
                     s = s.replacen("RUN", &path(&f.timer), 1);
+                } else if s == "STUDY" {
+                    s = f.study_id();
                 } else if s.starts_with("STUDY/") {
-                    s = s.replacen("STUDY", &f.study_id, 1);
+                    s = s.replacen("STUDY", &f.study_id(), 1);
                 }
                 s
             };
@@ -468,20 +486,32 @@ fn repeats_alike(cmd: &str) -> bool {
         })
 }
 
-/// The four tests that run the examples, beside each other: the guide (the longest document) in
-/// two halves, README.md with docs/studies.md, and the other documents.
+/// The six tests that run the examples, beside each other: the guide (the longest document) in
+/// three parts, README.md, docs/studies.md, and the other documents.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Part {
-    /// The guide up to its section on cost microbenchmarks.
+    /// The guide up to its section on Hourglass (its first commands and studies).
     GuideFirst,
+    /// The guide from its section on Hourglass to its section on cost microbenchmarks.
+    GuideMiddle,
     /// The guide from its section on cost microbenchmarks on.
     GuideRest,
-    ReadmeAndStudies,
+    Readme,
+    Studies,
     Others,
 }
 
-/// The guide's heading where [`Part::GuideRest`] begins.
-const GUIDE_SPLIT: &str = "## Cost microbenchmarks";
+const PARTS: [Part; 6] = [
+    Part::GuideFirst,
+    Part::GuideMiddle,
+    Part::GuideRest,
+    Part::Readme,
+    Part::Studies,
+    Part::Others,
+];
+
+/// The guide's headings where [`Part::GuideMiddle`] and [`Part::GuideRest`] begin.
+const GUIDE_SPLITS: [&str; 2] = ["## Hourglass", "## Cost microbenchmarks"];
 
 /// Which test runs the example at `line` of `doc` (its path from the repository's root): every
 /// example is in exactly one part.
@@ -489,17 +519,21 @@ fn part(doc: &str, line: usize, root: &Path) -> Part {
     match doc {
         "docs/guide.md" => {
             let text = std::fs::read_to_string(root.join(doc)).unwrap();
-            let split = text
-                .lines()
-                .position(|l| l.trim() == GUIDE_SPLIT)
-                .unwrap_or_else(|| panic!("docs/guide.md has no heading {GUIDE_SPLIT:?}"));
-            if line <= split {
+            let [middle, rest] = GUIDE_SPLITS.map(|heading| {
+                text.lines()
+                    .position(|l| l.trim() == heading)
+                    .unwrap_or_else(|| panic!("docs/guide.md has no heading {heading:?}"))
+            });
+            if line <= middle {
                 Part::GuideFirst
+            } else if line <= rest {
+                Part::GuideMiddle
             } else {
                 Part::GuideRest
             }
         }
-        "README.md" | "docs/studies.md" => Part::ReadmeAndStudies,
+        "README.md" => Part::Readme,
+        "docs/studies.md" => Part::Studies,
         _ => Part::Others,
     }
 }
@@ -510,13 +544,23 @@ fn the_guides_first_commands_run_as_written() {
 }
 
 #[test]
+fn the_guides_middle_commands_run_as_written() {
+    run_documents(Part::GuideMiddle);
+}
+
+#[test]
 fn the_guides_other_commands_run_as_written() {
     run_documents(Part::GuideRest);
 }
 
 #[test]
-fn the_readmes_and_studies_commands_run_as_written() {
-    run_documents(Part::ReadmeAndStudies);
+fn the_readmes_commands_run_as_written() {
+    run_documents(Part::Readme);
+}
+
+#[test]
+fn the_studies_commands_run_as_written() {
+    run_documents(Part::Studies);
 }
 
 #[test]
@@ -524,7 +568,16 @@ fn the_other_documents_commands_run_as_written() {
     run_documents(Part::Others);
 }
 
-/// Runs the examples of one [`Part`], with fixtures of its own: the four such tests share the
+/// Where each command that [`repeats_alike`] first ran and passed, in any part: the parts run
+/// at once, so a command two of them hold may run in both, but one that has passed is not run
+/// again.
+fn passed() -> std::sync::MutexGuard<'static, BTreeMap<String, String>> {
+    static PASSED: std::sync::Mutex<BTreeMap<String, String>> =
+        std::sync::Mutex::new(BTreeMap::new());
+    PASSED.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Runs the examples of one [`Part`], with fixtures of its own: the six such tests share the
 /// machine ([`common::share`]), since they assert only exit codes.
 fn run_documents(chosen: Part) {
     let _machine = common::share();
@@ -541,8 +594,6 @@ fn run_documents(chosen: Part) {
     let f = fixtures(&base);
     let mut failures = Vec::new();
     let mut count = 0;
-    // Where each command that [`repeats_alike`] first ran and passed.
-    let mut passed: HashMap<String, String> = HashMap::new();
     for doc in documents(&root) {
         let name = doc.strip_prefix(&root).unwrap().display().to_string();
         let (list, skipped) = examples(&doc, &root);
@@ -563,7 +614,7 @@ fn run_documents(chosen: Part) {
         std::fs::create_dir_all(&cwd).unwrap();
         std::os::unix::fs::symlink(root.join("examples"), cwd.join("examples")).unwrap();
         for e in list {
-            if let Some(first) = passed.get(&e.command) {
+            if let Some(first) = passed().get(&e.command) {
                 eprintln!("  same  {}:{}: as {first}", e.doc, e.line);
                 count += 1;
                 continue;
@@ -585,7 +636,7 @@ fn run_documents(chosen: Part) {
             count += 1;
             let ok = code == Some(0) || (gate && code == Some(2));
             if ok && repeats_alike(&e.command) {
-                passed.insert(e.command.clone(), format!("{}:{}", e.doc, e.line));
+                passed().insert(e.command.clone(), format!("{}:{}", e.doc, e.line));
             }
             if !ok {
                 failures.push(format!(
@@ -616,13 +667,8 @@ fn examples_are_found_and_adapted() {
         .map(|doc| examples(doc, &root).0.len())
         .sum();
     assert!(count > 40, "found only {count} examples");
-    // Each of the four tests has examples to run.
-    for p in [
-        Part::GuideFirst,
-        Part::GuideRest,
-        Part::ReadmeAndStudies,
-        Part::Others,
-    ] {
+    // Each of the six tests has examples to run.
+    for p in PARTS {
         let n: usize = documents(&root)
             .iter()
             .map(|doc| {
