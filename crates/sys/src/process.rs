@@ -172,6 +172,23 @@ pub fn try_lock_exclusive(file: &std::fs::File) -> Result<bool, Errno> {
     }
 }
 
+/// Takes a shared advisory lock on an open file, waiting while another open file holds it
+/// exclusively (`flock(LOCK_SH)`, retried when a signal interrupts it). Held until the file is
+/// closed or the process ends.
+pub fn lock_shared(file: &std::fs::File) -> Result<(), Errno> {
+    use std::os::fd::AsRawFd;
+    loop {
+        // SAFETY: the descriptor is open for the lifetime of `file`; flock takes no pointers.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH) } == 0 {
+            return Ok(());
+        }
+        let e = Errno::last();
+        if e.0 != libc::EINTR {
+            return Err(e);
+        }
+    }
+}
+
 #[cfg(test)]
 mod lock_tests {
     use super::try_lock_exclusive;

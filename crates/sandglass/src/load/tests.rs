@@ -14,6 +14,23 @@ const RUN: Duration = Duration::from_millis(300);
 /// commands, which a stop that missed their process would wait for.
 const STOP_BOUND: Duration = Duration::from_secs(60);
 
+/// Holds the machine shared, as the command's tests that load the machine do, while a test's
+/// loads run: with `SANDGLASS_TEST_MACHINE_LOCK` set (.ci/run sets it), a test of the command
+/// that has the machine alone (one that names the culprit of a delay, say) never runs beside
+/// them. A disk load's writes hold the CPU in the kernel, unpreempted, for milliseconds.
+fn share_machine() -> Option<std::fs::File> {
+    let path = std::env::var_os("SANDGLASS_TEST_MACHINE_LOCK")?;
+    let file = std::fs::File::open(&path).unwrap_or_else(|e| {
+        panic!(
+            "SANDGLASS_TEST_MACHINE_LOCK={}: {e}",
+            path.to_string_lossy()
+        )
+    });
+    sandglass_sys::process::lock_shared(&file)
+        .unwrap_or_else(|e| panic!("flock {}: {e}", path.to_string_lossy()));
+    Some(file)
+}
+
 fn skip(reason: &str) {
     let current = std::thread::current();
     let test = current.name().unwrap_or("a test");
@@ -73,17 +90,20 @@ fn built_in(kind: &str, salt: usize) -> LoadReport {
 
 #[test]
 fn cpu_load_counts_iterations() {
+    let _machine = share_machine();
     built_in("cpu", 0);
 }
 
 #[test]
 fn memory_load_counts_bytes_touched() {
+    let _machine = share_machine();
     let r = built_in("memory", 1);
     assert!(r.detail.unwrap_or_default().contains("working set"));
 }
 
 #[test]
 fn disk_load_counts_bytes_and_fsyncs() {
+    let _machine = share_machine();
     let r = built_in("disk", 2);
     let detail = r.detail.unwrap_or_default();
     assert!(detail.contains("fsyncs"), "{detail}");
@@ -92,6 +112,7 @@ fn disk_load_counts_bytes_and_fsyncs() {
 
 #[test]
 fn net_load_reports_bytes_per_second() {
+    let _machine = share_machine();
     let r = built_in("net", 3);
     assert_eq!(r.unit, "bytes");
     assert!(r.per_s > 0.0);
@@ -100,16 +121,19 @@ fn net_load_reports_bytes_per_second() {
 
 #[test]
 fn compile_load_counts_processes() {
+    let _machine = share_machine();
     built_in("compile", 4);
 }
 
 #[test]
 fn sched_load_counts_handoffs() {
+    let _machine = share_machine();
     built_in("sched", 5);
 }
 
 #[test]
 fn timers_load_counts_wakeups() {
+    let _machine = share_machine();
     let r = built_in("timers", 6);
     // At most one wakeup per 50 µs of sleep.
     assert!(r.per_s < 20_000.0 * 1.01, "{r:?}");
@@ -117,6 +141,7 @@ fn timers_load_counts_wakeups() {
 
 #[test]
 fn no_intensity_starts_one_worker_per_cpu() {
+    let _machine = share_machine();
     let dir = tempfile::tempdir().expect("tempdir");
     let allowed = crate::system::allowed_cpus();
     let opts = LoadOptions {
@@ -134,6 +159,7 @@ fn no_intensity_starts_one_worker_per_cpu() {
 
 #[test]
 fn intensity_starts_that_many_workers_round_robin() {
+    let _machine = share_machine();
     let dir = tempfile::tempdir().expect("tempdir");
     let allowed = crate::system::allowed_cpus();
     let opts = LoadOptions {
@@ -153,6 +179,7 @@ fn intensity_starts_that_many_workers_round_robin() {
 
 #[test]
 fn mark_restarts_the_counted_window() {
+    let _machine = share_machine();
     let dir = tempfile::tempdir().expect("tempdir");
     let specs = parse_profile("cpu").expect("profile");
     let running = start(&specs, &options(dir.path(), 7)).expect("start");
@@ -174,6 +201,7 @@ fn mark_restarts_the_counted_window() {
 
 #[test]
 fn a_command_spec_for_options_that_take_the_command_alone() {
+    let _machine = share_machine();
     let s = LoadSpec::command(" make -j4 ");
     assert_eq!(s, LoadSpec::parse("cmd:make -j4").expect("spec"));
     assert_eq!(s.to_string(), "cmd:make -j4");
@@ -184,6 +212,7 @@ fn a_command_spec_for_options_that_take_the_command_alone() {
 
 #[test]
 fn no_loads_is_an_empty_report() {
+    let _machine = share_machine();
     let running = start(&[], &LoadOptions::default()).expect("start");
     assert!(running.process_groups().is_empty());
     assert!(running.stop().is_empty());
@@ -209,6 +238,7 @@ fn group_runs(group: i32, comm: &str) -> bool {
 
 #[test]
 fn a_command_and_its_group_are_gone_after_stop() {
+    let _machine = share_machine();
     let dir = tempfile::tempdir().expect("tempdir");
     let specs = parse_profile("cmd:sleep 100").expect("profile");
     let running = start(&specs, &options(dir.path(), 0)).expect("start");
@@ -247,6 +277,7 @@ fn a_command_and_its_group_are_gone_after_stop() {
 
 #[test]
 fn a_command_and_its_group_are_gone_after_drop() {
+    let _machine = share_machine();
     let dir = tempfile::tempdir().expect("tempdir");
     let specs = parse_profile("cpu+cmd:sleep 100; sleep 100").expect("profile");
     let running = start(&specs, &options(dir.path(), 1)).expect("start");
@@ -260,6 +291,7 @@ fn a_command_and_its_group_are_gone_after_drop() {
 
 #[test]
 fn a_command_that_fails_reports_its_status_and_message() {
+    let _machine = share_machine();
     let dir = tempfile::tempdir().expect("tempdir");
     let reports = run(
         "cmd:echo out; echo 'no such widget' >&2; exit 3",
@@ -277,6 +309,7 @@ fn a_command_that_fails_reports_its_status_and_message() {
 
 #[test]
 fn a_command_that_ignores_sigint_is_killed() {
+    let _machine = share_machine();
     let dir = tempfile::tempdir().expect("tempdir");
     // Stopped once the shell ignores SIGINT (it says so with a file), however late a busy
     // machine starts it.
@@ -302,6 +335,7 @@ fn a_command_that_ignores_sigint_is_killed() {
 
 #[test]
 fn stress_ng_reports_bogo_ops_or_asks_to_be_installed() {
+    let _machine = share_machine();
     let dir = tempfile::tempdir().expect("tempdir");
     let specs = parse_profile("stress-ng:--cpu 1").expect("profile");
     if find_program("stress-ng", std::env::var_os("PATH").as_deref()).is_none() {
@@ -329,6 +363,7 @@ fn stress_ng_reports_bogo_ops_or_asks_to_be_installed() {
 
 #[test]
 fn a_missing_stress_ng_names_the_package() {
+    let _machine = share_machine();
     assert_eq!(
         find_program("stress-ng", Some(std::ffi::OsStr::new(""))),
         None
@@ -344,6 +379,7 @@ fn a_missing_stress_ng_names_the_package() {
 
 #[test]
 fn every_load_stops_in_bounded_time() {
+    let _machine = share_machine();
     let dir = tempfile::tempdir().expect("tempdir");
     let allowed = crate::system::allowed_cpus();
     let opts = LoadOptions {
@@ -363,6 +399,7 @@ fn every_load_stops_in_bounded_time() {
 
 #[test]
 fn refused_starts_name_the_problem() {
+    let _machine = share_machine();
     let dir = tempfile::tempdir().expect("tempdir");
     let opts = options(dir.path(), 0);
     let cpu = crate::cpulist::MAX_CPU;
@@ -389,6 +426,7 @@ fn refused_starts_name_the_problem() {
 
 #[test]
 fn file_system_types_come_from_the_longest_mount() {
+    let _machine = share_machine();
     let mounts =
         "/dev/vda / ext4 rw 0 0\ntmpfs /tmp tmpfs rw 0 0\n/dev/sdb /mnt/my\\040disk xfs rw 0 0\n";
     assert_eq!(
@@ -412,6 +450,7 @@ fn file_system_types_come_from_the_longest_mount() {
 
 #[test]
 fn reports_serialize_to_json_and_back() {
+    let _machine = share_machine();
     let r = LoadReport {
         spec: "disk:2@1".into(),
         kind: "disk".into(),
@@ -450,6 +489,7 @@ const FRESH: &str = "SANDGLASS_LOAD_TEST_FRESH_PROCESS";
 
 #[test]
 fn no_thread_outlives_the_loads() {
+    let _machine = share_machine();
     // Other tests start threads at the same time, so the count is taken in a process that runs
     // only one test.
     let exe = std::env::current_exe().expect("test binary");
@@ -476,6 +516,7 @@ fn no_thread_outlives_the_loads() {
 #[test]
 #[ignore = "run by no_thread_outlives_the_loads in a process of its own"]
 fn thread_count_in_a_fresh_process() {
+    let _machine = share_machine();
     if std::env::var_os(FRESH).is_none() {
         skip("counts threads only in a process of its own");
         return;
@@ -507,6 +548,7 @@ fn thread_count_in_a_fresh_process() {
 
 #[test]
 fn load_threads_run_at_sched_other_even_when_started_from_fifo() {
+    let _machine = share_machine();
     use sandglass_sys::sched::{self, SchedAttr, Tid, SCHED_FIFO, SCHED_OTHER};
     if sandglass_sys::process::euid() != 0 {
         skip("needs root to start the loads from a SCHED_FIFO thread (CI runs as root)");
@@ -552,6 +594,7 @@ fn load_threads_run_at_sched_other_even_when_started_from_fifo() {
 
 #[test]
 fn start_errors_keep_their_wording() {
+    let _machine = share_machine();
     let denied = || std::io::Error::from_raw_os_error(Errno::EACCES.0);
     let cases = [
         (
