@@ -7,10 +7,10 @@ use crate::common::{print_json, Failure};
 use sandglass::analysis::{
     admission, edf, fit, mttf, rta, switch_cost, trace, two_rate, worst_case,
 };
-use sandglass::microbench::{self, BENCH_JSON_VERSION};
+use sandglass::microbench::BENCH_JSON_VERSION;
 use sandglass::result::Versioned;
 use sandglass::RunKind;
-use schemars::{generate::SchemaSettings, JsonSchema};
+use schemars::JsonSchema;
 use serde_json::{json, Value};
 
 /// One versioned JSON output.
@@ -21,7 +21,7 @@ pub struct Output {
     /// The version in `schema`.
     pub version: String,
     /// The commands that print it.
-    pub commands: &'static str,
+    pub commands: String,
     generate: fn() -> Value,
 }
 
@@ -58,20 +58,25 @@ impl Output {
 }
 
 fn of<T: JsonSchema>() -> Value {
-    SchemaSettings::draft2020_12()
-        .for_serialize()
-        .into_generator()
-        .into_root_schema_for::<T>()
-        .to_value()
+    sandglass::registry::schema_of::<T>()
 }
 
-fn bench(kind: &'static str, commands: &'static str, generate: fn() -> Value) -> Output {
-    Output {
-        kind,
-        version: format!("sandglass-{kind}/{BENCH_JSON_VERSION}"),
-        commands,
-        generate,
-    }
+/// The output of each bench kind, from the registry: a new kind's schema needs no line here.
+fn benches() -> impl Iterator<Item = Output> {
+    RunKind::KNOWN
+        .into_iter()
+        .filter(RunKind::is_bench)
+        .map(|kind| {
+            let name = kind.known_name().unwrap_or_default();
+            let probe = sandglass::registry::probe_of(&kind)
+                .unwrap_or_else(|| panic!("the bench kind {name} has no probe in the registry"));
+            Output {
+                kind: name,
+                version: format!("sandglass-{name}/{BENCH_JSON_VERSION}"),
+                commands: format!("{} --json", name.replacen('-', " ", 1)),
+                generate: probe.schema,
+            }
+        })
 }
 
 /// The output named after a run kind: its result's schema.
@@ -81,13 +86,13 @@ fn run(kind: RunKind) -> &'static str {
 
 /// Every versioned JSON output.
 pub fn outputs() -> Vec<Output> {
-    let fixed = |kind, version: &str, commands, generate| Output {
+    let fixed = |kind, version: &str, commands: &str, generate| Output {
         kind,
         version: version.to_string(),
-        commands,
+        commands: commands.to_string(),
         generate,
     };
-    vec![
+    let mut all = vec![
         fixed(
             run(RunKind::Timer),
             sandglass::timer::JSON_SCHEMA,
@@ -123,36 +128,6 @@ pub fn outputs() -> Vec<Output> {
             crate::load::JSON_SCHEMA,
             "load --json",
             of::<crate::load::LoadRun<'static>>,
-        ),
-        bench(
-            run(RunKind::BenchCopy),
-            "bench copy --json",
-            of::<microbench::copy::CopyResult>,
-        ),
-        bench(
-            run(RunKind::BenchIpc),
-            "bench ipc --json",
-            of::<microbench::ipc::IpcResult>,
-        ),
-        bench(
-            run(RunKind::BenchCtxsw),
-            "bench ctxsw --json",
-            of::<microbench::ctxsw::CtxswResult>,
-        ),
-        bench(
-            run(RunKind::BenchFile),
-            "bench file --json",
-            of::<microbench::file::FileResult>,
-        ),
-        bench(
-            run(RunKind::BenchTimerOverhead),
-            "bench timer-overhead --json",
-            of::<microbench::timer_overhead::TimerOverheadResult>,
-        ),
-        bench(
-            run(RunKind::BenchBudget),
-            "bench budget --json",
-            of::<microbench::budget::BudgetResult>,
         ),
         fixed(
             "compare",
@@ -272,15 +247,23 @@ pub fn outputs() -> Vec<Output> {
             "analyze ttest --json",
             of::<Analysis<Ttest>>,
         ),
-    ]
+    ];
+    // After the load's output, where the bench kinds have always been listed.
+    let load = run(RunKind::Load);
+    let at = all
+        .iter()
+        .position(|o| o.kind == load)
+        .map_or(all.len(), |i| i + 1);
+    all.splice(at..at, benches());
+    all
 }
 
 /// An `analyze KIND --json` output (its kind is `analyze-KIND`).
-fn analyze(kind: &'static str, commands: &'static str, generate: fn() -> Value) -> Output {
+fn analyze(kind: &'static str, commands: &str, generate: fn() -> Value) -> Output {
     Output {
         kind,
         version: format!("sandglass-{kind}/{}", crate::analyze::JSON_VERSION),
-        commands,
+        commands: commands.to_string(),
         generate,
     }
 }

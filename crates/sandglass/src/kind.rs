@@ -13,52 +13,71 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// The probe that made a run.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum RunKind {
+/// Declares the kinds this version knows, one line each: the variant with its documentation,
+/// the name runs store, and whether `sandglass bench` makes it. From the table come the enum
+/// (in the table's order, which is also the order people read them in), [`RunKind::KNOWN`],
+/// [`RunKind::known_name`] and [`RunKind::is_bench`]; adding a kind is one line here and its
+/// probe's line in `registry::probe_of`.
+macro_rules! run_kinds {
+    ($($(#[doc = $doc:literal])* $variant:ident = $name:literal, bench: $bench:literal;)*) => {
+        /// The probe that made a run.
+        #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum RunKind {
+            $($(#[doc = $doc])* $variant,)*
+            /// A kind this version does not know, with its text; empty in Hourglass results of
+            /// run format 1, which had no kind field.
+            Unknown(String),
+        }
+
+        impl RunKind {
+            /// Every kind this version knows, in the order people read them.
+            pub const KNOWN: [RunKind; [$($name),*].len()] = [$(RunKind::$variant),*];
+
+            /// The name of a kind this version knows; `None` for [`RunKind::Unknown`].
+            pub fn known_name(&self) -> Option<&'static str> {
+                match self {
+                    $(RunKind::$variant => Some($name),)*
+                    RunKind::Unknown(_) => None,
+                }
+            }
+
+            /// A run of `sandglass bench`.
+            pub fn is_bench(&self) -> bool {
+                match self {
+                    $(RunKind::$variant => $bench,)*
+                    RunKind::Unknown(_) => false,
+                }
+            }
+        }
+    };
+}
+
+run_kinds! {
     /// `sandglass timer`: periodic wake-up latency.
-    Timer,
+    Timer = "timer", bench: false;
     /// `sandglass noise`: what interrupts a busy loop.
-    Noise,
+    Noise = "noise", bench: false;
     /// `sandglass hourglass`: Hourglass's thread models and execution trace.
-    Hourglass,
+    Hourglass = "hourglass", bench: false;
     /// `sandglass load`: a load alone, and what it achieved.
-    Load,
+    Load = "load", bench: false;
     /// A study: its cells, their runs and the comparison.
-    Study,
+    Study = "study", bench: false;
     /// `sandglass bench copy`: memory copy cost against size.
-    BenchCopy,
+    BenchCopy = "bench-copy", bench: true;
     /// `sandglass bench ipc`: message cost against size per mechanism.
-    BenchIpc,
+    BenchIpc = "bench-ipc", bench: true;
     /// `sandglass bench ctxsw`: context-switch cost against working set.
-    BenchCtxsw,
+    BenchCtxsw = "bench-ctxsw", bench: true;
     /// `sandglass bench file`: file-system operation costs.
-    BenchFile,
+    BenchFile = "bench-file", bench: true;
     /// `sandglass bench timer-overhead`: the cost of reading the time.
-    BenchTimerOverhead,
+    BenchTimerOverhead = "bench-timer-overhead", bench: true;
     /// `sandglass bench budget`: one period's work against its budget.
-    BenchBudget,
-    /// A kind this version does not know, with its text; empty in Hourglass results of run
-    /// format 1, which had no kind field.
-    Unknown(String),
+    BenchBudget = "bench-budget", bench: true;
 }
 
 impl RunKind {
-    /// Every kind this version knows, in the order people read them.
-    pub const KNOWN: [RunKind; 11] = [
-        RunKind::Timer,
-        RunKind::Noise,
-        RunKind::Hourglass,
-        RunKind::Load,
-        RunKind::Study,
-        RunKind::BenchCopy,
-        RunKind::BenchIpc,
-        RunKind::BenchCtxsw,
-        RunKind::BenchFile,
-        RunKind::BenchTimerOverhead,
-        RunKind::BenchBudget,
-    ];
-
     /// The name stored in runs and typed by people: `timer`, `bench-copy`, ...
     pub fn as_str(&self) -> &str {
         match self {
@@ -67,43 +86,12 @@ impl RunKind {
         }
     }
 
-    /// The name of a kind this version knows; `None` for [`RunKind::Unknown`].
-    pub fn known_name(&self) -> Option<&'static str> {
-        Some(match self {
-            RunKind::Timer => "timer",
-            RunKind::Noise => "noise",
-            RunKind::Hourglass => "hourglass",
-            RunKind::Load => "load",
-            RunKind::Study => "study",
-            RunKind::BenchCopy => "bench-copy",
-            RunKind::BenchIpc => "bench-ipc",
-            RunKind::BenchCtxsw => "bench-ctxsw",
-            RunKind::BenchFile => "bench-file",
-            RunKind::BenchTimerOverhead => "bench-timer-overhead",
-            RunKind::BenchBudget => "bench-budget",
-            RunKind::Unknown(_) => return None,
-        })
-    }
-
     /// The kind named `s`; a name this version does not know is kept as [`RunKind::Unknown`].
     pub fn named(s: &str) -> RunKind {
         RunKind::KNOWN
             .into_iter()
             .find(|k| k.as_str() == s)
             .unwrap_or_else(|| RunKind::Unknown(s.to_string()))
-    }
-
-    /// A run of `sandglass bench`.
-    pub fn is_bench(&self) -> bool {
-        matches!(
-            self,
-            RunKind::BenchCopy
-                | RunKind::BenchIpc
-                | RunKind::BenchCtxsw
-                | RunKind::BenchFile
-                | RunKind::BenchTimerOverhead
-                | RunKind::BenchBudget
-        )
     }
 
     /// A probe whose result holds per-CPU latency samples (`timer`, `noise`, `hourglass`):

@@ -22,8 +22,9 @@ pub trait Probe {
     const KIND: RunKind;
     /// What it measures with: its flags, as typed values.
     type Config;
-    /// What it concludes: the result it prints and stores (`summary.json` or `result.json`).
-    type Result: Serialize;
+    /// What it concludes: the result it prints and stores (`summary.json` or `result.json`),
+    /// whose JSON Schema `sandglass schema` prints.
+    type Result: Serialize + schemars::JsonSchema;
     /// The key figures the catalog keeps for its runs, in the order people read them: key,
     /// label, unit, and how the CPUs' values combine.
     const FIGURES: &'static [KeyFigure];

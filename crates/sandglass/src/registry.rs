@@ -13,13 +13,25 @@ use serde_json::{Map, Value};
 pub struct Entry {
     pub figures: &'static [KeyFigure],
     pub read: fn(&Value, &mut Figures),
+    /// The JSON Schema (draft 2020-12) of the probe's result as it is written.
+    pub schema: fn() -> Value,
 }
 
 fn entry<P: Probe>() -> Entry {
     Entry {
         figures: P::FIGURES,
         read: P::figures,
+        schema: schema_of::<P::Result>,
     }
+}
+
+/// The JSON Schema (draft 2020-12) of `T` as it is serialised.
+pub fn schema_of<T: schemars::JsonSchema>() -> Value {
+    schemars::generate::SchemaSettings::draft2020_12()
+        .for_serialize()
+        .into_generator()
+        .into_root_schema_for::<T>()
+        .to_value()
 }
 
 /// The registry: every probe, by the kind of run it writes. `None` for a kind that no probe
